@@ -1,0 +1,39 @@
+"""t5rank: monoT5 sequence-to-sequence document ranking in JAX."""
+
+from setuptools import setup
+
+# The set in shared/DESIGN.md, verified to install and import together on Python 3.11.
+INSTALL_REQUIRES = [
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "seqio==0.0.20",
+    "tensorflow==2.21.0",
+    "tensorflow-text==2.21.1",
+    "tensorflow-datasets==4.9.10",
+    "sentencepiece==0.2.3",
+    "gin-config==0.5.0",
+    "clu==0.0.12",
+    "safetensors==0.8.0",  # Hugging Face checkpoints without torch
+    "tqdm==4.70.1",  # progress bars
+    "insuranceqa-data==1.2",  # the offline InsuranceQA v2 corpus (1.3+ download at run time)
+]
+
+setup(
+    name="t5rank",
+    version="0.1.0",
+    description="monoT5 document ranking with T5 in JAX: fine-tune, batch-score, evaluate.",
+    python_requires=">=3.11",
+    packages=["t5rank", "t5rank.checkpoints", "t5rank.tasks"],
+    package_dir={"t5rank.tasks": "tasks"},
+    package_data={"t5rank": ["data/*.model"]},
+    install_requires=INSTALL_REQUIRES,
+    extras_require={
+        "test": ["pytest==9.2.0"],
+        # Only for scripts/make_hf_goldens.py and the speed comparison against PyTorch.
+        "reference": ["torch==2.13.0", "transformers==4.57.1"],
+    },
+    entry_points={"console_scripts": ["t5rank=t5rank.cli:main"]},
+)

@@ -1,0 +1,41 @@
+"""The `t5rank` command. Each subcommand lives in its own module, which provides
+`add_parser(subparsers)`; this file only dispatches. Command modules import heavy libraries (and
+never TensorFlow on the scoring path) inside their run functions, so `t5rank --help` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+# subcommand -> module that defines add_parser(subparsers)
+COMMANDS = {
+    "demo": "t5rank.demo",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog="t5rank",
+      description="monoT5 document ranking in JAX: train, score, retrieve, evaluate.")
+  subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+  for module in COMMANDS.values():
+    importlib.import_module(module).add_parser(subparsers)
+  return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = build_parser()
+  args, extra = parser.parse_known_args(argv)
+  if extra and not getattr(args, "accepts_extra", False):
+    parser.error(f"unrecognized arguments: {' '.join(extra)}")
+  if getattr(args, "accepts_extra", False):
+    args.extra = extra
+  return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

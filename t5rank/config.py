@@ -1,0 +1,115 @@
+"""T5 architecture configurations: the published sizes of T5 v1.0, T5 v1.1 and mT5, and a tiny one.
+
+A `T5Config` holds architecture only (no training recipe). It round-trips through JSON so that every
+checkpoint t5rank writes carries the exact network it belongs to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+T5_VOCAB_SIZE = 32128  # 32,000 SentencePiece pieces + 100 extra ids, padded to a multiple of 128.
+MT5_VOCAB_SIZE = 250112
+
+
+@dataclasses.dataclass(frozen=True)
+class T5Config:
+  """Architecture of a T5 encoder-decoder.
+
+  `feed_forward` is "relu" (T5 v1.0: wi -> relu -> wo) or "gated-gelu" (T5 v1.1 and mT5:
+  gelu(wi_0) * wi_1 -> wo). `tie_embeddings` shares the input embedding with the output projection
+  and scales the decoder output by d_model**-0.5 before it, as T5 v1.0 does.
+  """
+
+  vocab_size: int = T5_VOCAB_SIZE
+  d_model: int = 512
+  num_heads: int = 8
+  d_kv: int = 64
+  d_ff: int = 2048
+  num_encoder_layers: int = 6
+  num_decoder_layers: int = 6
+  feed_forward: str = "relu"
+  tie_embeddings: bool = True
+  relative_attention_num_buckets: int = 32
+  relative_attention_max_distance: int = 128
+  dropout_rate: float = 0.1
+  layer_norm_epsilon: float = 1e-6
+  dtype: str = "float32"  # activations; parameters are always float32.
+
+  def __post_init__(self):
+    if self.feed_forward not in ("relu", "gated-gelu"):
+      raise ValueError(f"feed_forward must be 'relu' or 'gated-gelu', got {self.feed_forward!r}")
+    if self.dtype not in ("float32", "bfloat16"):
+      raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
+
+  def replace(self, **changes: Any) -> "T5Config":
+    """Returns a copy with `changes` applied (e.g. `dtype="bfloat16"`, `dropout_rate=0.0`)."""
+    return dataclasses.replace(self, **changes)
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "T5Config":
+    fields = json.loads(text)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+      raise ValueError(f"unknown T5Config fields {unknown}; known fields are {sorted(known)}")
+    return cls(**fields)
+
+  @property
+  def num_parameters(self) -> int:
+    """Number of parameters of the network this config describes."""
+    d, h = self.d_model, self.num_heads * self.d_kv
+    attention = 4 * d * h
+    ff = d * self.d_ff * (3 if self.feed_forward == "gated-gelu" else 2)
+    relpos = 2 * self.num_heads * self.relative_attention_num_buckets
+    encoder = self.num_encoder_layers * (attention + ff + 2 * d) + d
+    decoder = self.num_decoder_layers * (2 * attention + ff + 3 * d) + d
+    logits = 0 if self.tie_embeddings else d * self.vocab_size
+    return self.vocab_size * d + encoder + decoder + logits + relpos
+
+
+def _v1_0(d_model, d_ff, num_heads, d_kv, num_layers) -> T5Config:
+  return T5Config(d_model=d_model, d_ff=d_ff, num_heads=num_heads, d_kv=d_kv,
+                  num_encoder_layers=num_layers, num_decoder_layers=num_layers,
+                  feed_forward="relu", tie_embeddings=True)
+
+
+def _v1_1(d_model, d_ff, num_heads, num_layers, vocab_size=T5_VOCAB_SIZE) -> T5Config:
+  return T5Config(d_model=d_model, d_ff=d_ff, num_heads=num_heads, d_kv=64,
+                  num_encoder_layers=num_layers, num_decoder_layers=num_layers,
+                  feed_forward="gated-gelu", tie_embeddings=False, vocab_size=vocab_size)
+
+
+# Sizes as released: T5 v1.0 (Raffel et al. 2020; the monoT5 paper), T5 v1.1 and mT5 (Xue et al. 2021).
+CONFIGS: dict[str, T5Config] = {
+    "t5_small": _v1_0(512, 2048, 8, 64, 6),
+    "t5_base": _v1_0(768, 3072, 12, 64, 12),
+    "t5_large": _v1_0(1024, 4096, 16, 64, 24),
+    "t5_3B": _v1_0(1024, 16384, 32, 128, 24),
+    "t5_11B": _v1_0(1024, 65536, 128, 128, 24),
+    "t5_1_1_small": _v1_1(512, 1024, 6, 8),
+    "t5_1_1_base": _v1_1(768, 2048, 12, 12),
+    "t5_1_1_large": _v1_1(1024, 2816, 16, 24),
+    "t5_1_1_xl": _v1_1(2048, 5120, 32, 24),
+    "t5_1_1_xxl": _v1_1(4096, 10240, 64, 24),
+    "mt5_small": _v1_1(512, 1024, 6, 8, MT5_VOCAB_SIZE),
+    "mt5_base": _v1_1(768, 2048, 12, 12, MT5_VOCAB_SIZE),
+    "mt5_large": _v1_1(1024, 2816, 16, 24, MT5_VOCAB_SIZE),
+    "mt5_xl": _v1_1(2048, 5120, 32, 24, MT5_VOCAB_SIZE),
+    "mt5_xxl": _v1_1(4096, 10240, 64, 24, MT5_VOCAB_SIZE),
+    # For CPU tests and demos: T5 v1.0 layout, 2+2 layers.
+    "tiny": T5Config(d_model=128, d_ff=512, num_heads=4, d_kv=32, num_encoder_layers=2,
+                     num_decoder_layers=2, feed_forward="relu", tie_embeddings=True),
+}
+
+
+def get_config(name: str, **overrides: Any) -> T5Config:
+  """Returns the named configuration (see `CONFIGS`), with `overrides` applied."""
+  if name not in CONFIGS:
+    raise KeyError(f"unknown model config {name!r}; choose one of {sorted(CONFIGS)}")
+  return CONFIGS[name].replace(**overrides)
