@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
     "safetensors==0.8.0",  # Hugging Face checkpoints without torch
     "tqdm==4.70.1",  # progress bars
     "insuranceqa-data==1.2",  # the offline InsuranceQA v2 corpus (1.3+ download at run time)
+    "sentencex==1.0.32",  # offline sentence splitter (English, Chinese, ~300 languages) for MaxP windows
 ]
 
 setup(
