@@ -1,0 +1,124 @@
+"""The T5 network: sizes, relative-position buckets, masking, packing, dtype, logical axes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from t5rank.config import CONFIGS, T5Config, get_config
+from t5rank.network import T5, init_params, param_axes, relative_position_buckets
+
+# A small vocabulary keeps the tiny tests fast; the ids used below stay under it.
+TINY = get_config("tiny", vocab_size=512, dropout_rate=0.0)
+TINY_V11 = TINY.replace(feed_forward="gated-gelu", tie_embeddings=False)
+
+
+@pytest.mark.parametrize("name,expected", [
+    # model.num_parameters() of the released Hugging Face checkpoints of the same sizes.
+    ("t5_small", 60_506_624), ("t5_base", 222_903_552), ("t5_large", 737_668_096),
+    ("t5_3B", 2_851_598_336), ("t5_11B", 11_307_321_344), ("t5_1_1_base", 247_577_856),
+    ("mt5_small", 300_176_768), ("mt5_base", 582_401_280),
+])
+def test_published_sizes(name, expected):
+  assert CONFIGS[name].num_parameters == expected
+
+
+def test_parameter_count_matches_tree():
+  for config in (TINY, TINY_V11):
+    params = init_params(config, jax.random.PRNGKey(0))
+    assert sum(x.size for x in jax.tree_util.tree_leaves(params)) == config.num_parameters
+
+
+def test_config_json_round_trip():
+  config = get_config("t5_1_1_xl", dtype="bfloat16")
+  assert T5Config.from_json(config.to_json()) == config
+  with pytest.raises(ValueError, match="unknown T5Config fields"):
+    T5Config.from_json('{"d_model": 8, "n_layers": 2}')
+
+
+def test_bucket_values_by_hand():
+  # Bidirectional, 32 buckets: 16 per direction, 8 exact; key after query adds 16.
+  table = relative_position_buckets(200, 200, True, 32, 128)
+  bucket = lambda rel: int(table[rel + 199])
+  assert [bucket(r) for r in (0, -1, -7, 1, 7)] == [0, 1, 7, 17, 23]
+  # log region: 8 + floor(log(n/8) / log(128/8) * 8); n=12 -> 8 + floor(1.169) = 9.
+  assert bucket(-12) == 9 and bucket(12) == 25
+  assert bucket(-127) == 15 and bucket(-150) == 15 and bucket(150) == 31
+  # Causal: only keys at or before the query are told apart; 16 exact, then log up to 31.
+  causal = relative_position_buckets(200, 200, False, 32, 128)
+  assert int(causal[199 + 5]) == 0  # a key after the query
+  assert [int(causal[199 - n]) for n in (0, 1, 15, 16, 127, 199)] == [0, 1, 15, 16, 31, 31]
+
+
+def test_every_parameter_has_logical_axes():
+  for config in (TINY, TINY_V11):
+    axes = param_axes(config)
+    params = init_params(config, jax.random.PRNGKey(0))
+    flat_axes = jax.tree_util.tree_leaves(axes, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+    assert len(flat_axes) == len(jax.tree_util.tree_leaves(params))
+    names = {name for spec in flat_axes for name in spec}
+    assert names <= {"vocab", "embed", "joined_kv", "mlp", "heads", "relpos_buckets"}
+    assert axes["token_embedder"]["embedding"] == jax.sharding.PartitionSpec("vocab", "embed")
+
+
+def _logits(config, params, enc, dec, **kw):
+  return T5(config).apply({"params": params}, jnp.asarray(enc), jnp.asarray(dec), **kw)
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_V11], ids=["v1.0", "v1.1"])
+def test_padding_does_not_change_outputs(config):
+  params = init_params(config, jax.random.PRNGKey(1))
+  enc = np.array([[5, 9, 33, 7, 1]])
+  dec = np.array([[0, 44]])
+  padded = np.concatenate([enc, np.zeros((1, 6), int)], axis=1)
+  np.testing.assert_allclose(_logits(config, params, enc, dec),
+                             _logits(config, params, padded, dec), atol=1e-5)
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_V11], ids=["v1.0", "v1.1"])
+def test_packed_row_equals_separate_rows(config):
+  params = init_params(config, jax.random.PRNGKey(2))
+  a_enc, a_tgt = [5, 9, 33, 1], [44, 1]
+  b_enc, b_tgt = [17, 8, 1], [61, 1]
+  separate_a = _logits(config, params, [a_enc], [[0, 44]])
+  separate_b = _logits(config, params, [b_enc], [[0, 61]])
+  packed = _logits(
+      config, params, [a_enc + b_enc + [0]], [[0, 44, 0, 61]],
+      decoder_target_tokens=jnp.asarray([a_tgt + b_tgt]),
+      encoder_segment_ids=jnp.asarray([[1, 1, 1, 1, 2, 2, 2, 0]]),
+      decoder_segment_ids=jnp.asarray([[1, 1, 2, 2]]),
+      encoder_positions=jnp.asarray([[0, 1, 2, 3, 0, 1, 2, 0]]),
+      decoder_positions=jnp.asarray([[0, 1, 0, 1]]))
+  np.testing.assert_allclose(packed[0, :2], separate_a[0], atol=1e-5)
+  np.testing.assert_allclose(packed[0, 2:], separate_b[0], atol=1e-5)
+
+
+def test_decoder_is_causal():
+  params = init_params(TINY, jax.random.PRNGKey(3))
+  enc = [[5, 9, 33, 1]]
+  first = _logits(TINY, params, enc, [[0, 44, 45]])
+  changed_later = _logits(TINY, params, enc, [[0, 44, 99]])
+  np.testing.assert_allclose(first[0, :2], changed_later[0, :2], atol=1e-6)
+  assert not np.allclose(first[0, 2], changed_later[0, 2])
+
+
+def test_dropout_only_when_not_deterministic():
+  config = TINY.replace(dropout_rate=0.5)
+  params = init_params(config, jax.random.PRNGKey(4))
+  enc, dec = jnp.asarray([[5, 9, 33, 1]]), jnp.asarray([[0, 44]])
+  model = T5(config)
+  eval_a = model.apply({"params": params}, enc, dec)
+  eval_b = model.apply({"params": params}, enc, dec)
+  np.testing.assert_array_equal(eval_a, eval_b)
+  train = model.apply({"params": params}, enc, dec, deterministic=False,
+                      rngs={"dropout": jax.random.PRNGKey(0)})
+  assert not np.allclose(train, eval_a)
+
+
+def test_bfloat16_activations_close_to_float32():
+  params = init_params(TINY, jax.random.PRNGKey(5))
+  enc, dec = [[5, 9, 33, 7, 1]], [[0, 44]]
+  full = _logits(TINY, params, enc, dec)
+  half = _logits(TINY.replace(dtype="bfloat16"), params, enc, dec)
+  assert jax.tree_util.tree_leaves(params)[0].dtype == jnp.float32
+  np.testing.assert_allclose(half, full, atol=0.1 * float(jnp.abs(full).max()))

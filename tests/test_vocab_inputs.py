@@ -1,0 +1,68 @@
+"""Vocabulary id layout, target-word registry, and the monoT5 input template with truncation."""
+
+import pytest
+
+from t5rank.inputs import encode_pair, encode_pairs, format_input
+from t5rank.vocab import (EOS_ID, TARGET_WORDS, TargetWordError, load_vocabulary,
+                          resolve_target_words)
+
+
+@pytest.fixture(scope="module")
+def vocab():
+  return load_vocabulary()
+
+
+def test_id_layout(vocab):
+  assert vocab.base_vocab_size == 32000 and vocab.vocab_size == 32100
+  assert [vocab.id_to_piece(i) for i in (0, 1, 2)] == ["<pad>", "</s>", "<unk>"]
+  assert vocab.piece_to_id("<extra_id_0>") == 32099 and vocab.id_to_piece(32000) == "<extra_id_99>"
+  assert vocab.encode("true") == [1176] and vocab.encode("false") == [6136]
+
+
+def test_paper_target_words(vocab):
+  # Ids from shared/data/README.md.
+  expected = {"true_false": (1176, 6136), "false_true": (6136, 1176), "hot_cold": (1312, 2107),
+              "apple_orange": (8947, 5470), "hot_orange": (1312, 5470), "ab_de": (703, 20),
+              "yes_no": (4273, 150)}
+  assert {name: resolve_target_words(vocab, name) for name in TARGET_WORDS} == expected
+  assert resolve_target_words(vocab, ("yes", "no")) == (4273, 150)
+
+
+def test_multi_piece_target_word_is_an_error(vocab):
+  with pytest.raises(TargetWordError, match=r"'reinsurance'.*\['▁', 're', 'insurance'\]"):
+    resolve_target_words(vocab, ("reinsurance", "no"))
+  with pytest.raises(KeyError, match="unknown target words"):
+    resolve_target_words(vocab, "up_down")
+
+
+def test_input_ids_equal_whole_string_tokenization(vocab):
+  pairs = [("what is life insurance?", "Life insurance pays a benefit when you die."),
+           ("  spaced   query ", "text\twith\ttabs and  double  spaces."),
+           ("中国的保险", "人寿保险是一种保险。"), ("q", "")]
+  for query, document in pairs:
+    whole = vocab.encode(format_input(query, document)) + [EOS_ID]
+    assert encode_pair(vocab, query, document) == whole
+
+
+def test_truncation_cuts_the_document_only(vocab):
+  query = "how long does an underwriting review take?"
+  document = "The underwriter reviews the medical records. " * 200
+  ids = encode_pair(vocab, query, document, max_length=64)
+  assert len(ids) == 64
+  suffix = vocab.encode("Relevant:") + [EOS_ID]
+  assert ids[-len(suffix):] == suffix
+  prefix = vocab.encode(f"Query: {query} Document:")
+  assert ids[:len(prefix)] == prefix
+  short = encode_pair(vocab, query, "short answer", max_length=64)
+  assert len(short) < 64 and short == vocab.encode(format_input(query, "short answer")) + [EOS_ID]
+
+
+def test_overlong_query_keeps_template(vocab):
+  ids = encode_pair(vocab, "word " * 100, "document", max_length=32)
+  assert len(ids) == 32
+  assert ids[-4:] == vocab.encode("Relevant:") + [EOS_ID]
+  assert ids[:3] == vocab.encode("Query:")
+  with pytest.raises(ValueError, match="cannot hold the template"):
+    encode_pair(vocab, "q", "d", max_length=5)
+  with pytest.raises(ValueError, match="2 queries but 1 documents"):
+    encode_pairs(vocab, ["a", "b"], ["c"])
