@@ -1,0 +1,130 @@
+"""Builds the reference outputs that tests/test_hf_numerics.py checks t5rank against.
+
+    .venv/bin/pip install -e '.[reference]'   # torch (CPU) + transformers; CI does not need them
+    .venv/bin/python scripts/make_hf_goldens.py   # about 10 s; rewrites tests/golden/hf_*
+
+For a tiny random T5 v1.0 (relu, tied) and T5 v1.1 (gated-gelu, untied) it writes, with Hugging Face
+transformers' PyTorch T5 in float32:
+  tests/golden/hf_{name}/config.json, model.safetensors   the checkpoint (save_pretrained)
+  tests/golden/hf_{name}/reference.npz
+      input_ids (B, L), attention_mask (B, L)   a padded batch; one row longer than 128 tokens, so
+                                                that the far relative position buckets are used
+      decoder_input_ids (B, T)                  start id 0, then random ids (teacher forcing)
+      logits (B, T, V)                          full logits of every decoder step
+      log_p_true, p_true (B,)                   the monoT5 score: softmax over the logits of
+                                                1176 (true) / 6136 (false) at step 0
+  tests/golden/relative_position_buckets.npz   HF's bucket of every relative position -600..600,
+                                                bidirectional and causal, for two bucket settings
+  tests/golden/hf_goldens.json                 versions and settings used
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+GOLDEN_DIR = os.path.join(os.path.dirname(__file__), os.pardir, "tests", "golden")
+TARGET_IDS = (1176, 6136)  # ▁true, ▁false in the T5 vocabulary
+VOCAB_SIZE = 6144  # must hold the target ids; small to keep the committed files small
+ROW_LENGTHS = (200, 37, 5)  # the longest row is the padded length
+DECODER_STEPS = 4
+RELATIVE_RANGE = 600
+BUCKET_SETTINGS = ((32, 128), (64, 256))  # (num_buckets, max_distance)
+
+MODELS = {
+    "v1_0": dict(feed_forward_proj="relu", tie_word_embeddings=True, num_layers=2,
+                 num_decoder_layers=2),
+    "v1_1": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_layers=2,
+                 num_decoder_layers=3),
+}
+
+
+def build_model(seed: int, **overrides) -> transformers.T5ForConditionalGeneration:
+  """A tiny random T5 whose layer norms and relative position biases are far from their initial
+  values (ones, near zeros), so that a wrongly mapped tensor changes the outputs. An untied output
+  layer is scaled by d_model**-0.5 (as the tied one is) to keep logits, and P(true), away from
+  saturation."""
+  torch.manual_seed(seed)
+  config = transformers.T5Config(
+      vocab_size=VOCAB_SIZE, d_model=32, d_kv=8, d_ff=48, num_heads=4,
+      relative_attention_num_buckets=32, relative_attention_max_distance=128, dropout_rate=0.0,
+      layer_norm_epsilon=1e-6, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+      **overrides)
+  model = transformers.T5ForConditionalGeneration(config).eval()
+  with torch.no_grad():
+    for name, param in model.named_parameters():
+      if "layer_norm" in name:
+        param.copy_(1.0 + 0.3 * torch.randn_like(param))
+      elif "relative_attention_bias" in name:
+        param.copy_(torch.randn_like(param))
+      elif name == "lm_head.weight":
+        param.mul_(config.d_model ** -0.5)
+  return model
+
+
+def make_inputs(seed: int) -> dict[str, np.ndarray]:
+  """A padded batch of random ids (3..VOCAB_SIZE, EOS last) and decoder inputs from start id 0."""
+  rng = np.random.default_rng(seed)
+  length = max(ROW_LENGTHS)
+  input_ids = np.zeros((len(ROW_LENGTHS), length), np.int32)
+  for row, n in enumerate(ROW_LENGTHS):
+    input_ids[row, :n - 1] = rng.integers(3, VOCAB_SIZE, n - 1)
+    input_ids[row, n - 1] = 1
+  decoder_input_ids = rng.integers(3, VOCAB_SIZE, (len(ROW_LENGTHS), DECODER_STEPS)).astype(np.int32)
+  decoder_input_ids[:, 0] = 0
+  return {"input_ids": input_ids, "attention_mask": (input_ids > 0).astype(np.int32),
+          "decoder_input_ids": decoder_input_ids}
+
+
+def reference_outputs(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Full logits of every decoder step and the monoT5 score of each row."""
+  with torch.no_grad():
+    logits = model(input_ids=torch.from_numpy(inputs["input_ids"]).long(),
+                   attention_mask=torch.from_numpy(inputs["attention_mask"]).long(),
+                   decoder_input_ids=torch.from_numpy(inputs["decoder_input_ids"]).long()).logits
+  logits = logits.numpy().astype(np.float32)  # (B, T, V)
+  two = torch.from_numpy(logits[:, 0, list(TARGET_IDS)])  # (B, 2)
+  log_p = torch.log_softmax(two, dim=-1)[:, 0].numpy()
+  return {"logits": logits, "log_p_true": log_p, "p_true": np.exp(log_p)}
+
+
+def bucket_tables() -> dict[str, np.ndarray]:
+  """HF's bucket of every relative position -RELATIVE_RANGE..RELATIVE_RANGE."""
+  bucket = transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket
+  relative = torch.arange(-RELATIVE_RANGE, RELATIVE_RANGE + 1)
+  tables = {"relative_position": relative.numpy()}
+  for num_buckets, max_distance in BUCKET_SETTINGS:
+    for bidirectional in (True, False):
+      key = f"{'bidirectional' if bidirectional else 'causal'}_{num_buckets}_{max_distance}"
+      tables[key] = bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets,
+                           max_distance=max_distance).numpy()
+  return tables
+
+
+def main() -> None:
+  torch.set_num_threads(1)
+  os.makedirs(GOLDEN_DIR, exist_ok=True)
+  for seed, (name, overrides) in enumerate(MODELS.items()):
+    model = build_model(seed, **overrides)
+    directory = os.path.join(GOLDEN_DIR, f"hf_{name}")
+    model.save_pretrained(directory, safe_serialization=True)
+    inputs = make_inputs(seed)
+    np.savez_compressed(os.path.join(directory, "reference.npz"), **inputs,
+                        **reference_outputs(model, inputs))
+  np.savez_compressed(os.path.join(GOLDEN_DIR, "relative_position_buckets.npz"), **bucket_tables())
+  with open(os.path.join(GOLDEN_DIR, "hf_goldens.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
+               "models": MODELS, "target_ids": TARGET_IDS, "row_lengths": ROW_LENGTHS,
+               "decoder_steps": DECODER_STEPS, "bucket_settings": BUCKET_SETTINGS,
+               "relative_range": RELATIVE_RANGE}, f, indent=2)
+    f.write("\n")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,162 @@
+"""Hugging Face T5 / mT5 checkpoints (`config.json` + safetensors), read and written without torch.
+
+Import reads `model.safetensors` or the shards listed in `model.safetensors.index.json`; export
+writes one `model.safetensors` and a `config.json` that `transformers.T5ForConditionalGeneration.
+from_pretrained` loads. Layout differences from t5rank:
+  - torch Linear weights are (out, in): every kernel is transposed;
+  - `relative_attention_bias` is an embedding (buckets, heads) in block 0: transposed to (heads,
+    buckets);
+  - the input embedding is `shared.weight`; `encoder.embed_tokens.weight`, `decoder.embed_tokens.
+    weight` (and `lm_head.weight` when tied) are copies of it that may or may not be stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from t5rank.checkpoints.layout import (CheckpointError, Params, Shape, export_tensors,
+                                       import_tensors, module_path, tensor_names, write_atomically,
+                                       write_json)
+from t5rank.config import T5Config
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+SHARED = "shared.weight"
+EMBEDDING_COPIES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+LM_HEAD = "lm_head.weight"
+
+# Hugging Face T5Config defaults, for fields an older config.json leaves out.
+_HF_DEFAULTS = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6,
+                "num_heads": 8, "relative_attention_num_buckets": 32,
+                "relative_attention_max_distance": 128, "dropout_rate": 0.1,
+                "layer_norm_epsilon": 1e-6, "feed_forward_proj": "relu",
+                "tie_word_embeddings": True}
+
+
+def is_hf_checkpoint(directory: str) -> bool:
+  """Whether `directory` holds a Hugging Face config.json and safetensors weights."""
+  return (os.path.isfile(os.path.join(directory, CONFIG_FILE))
+          and any(os.path.isfile(os.path.join(directory, f)) for f in (WEIGHTS_FILE, INDEX_FILE)))
+
+
+def config_from_hf(hf: Mapping[str, Any]) -> T5Config:
+  """T5Config of a Hugging Face T5/mT5 config.json (as a dict)."""
+  if hf.get("model_type", "t5") not in ("t5", "mt5"):
+    raise CheckpointError(f"config.json has model_type {hf['model_type']!r}; only 't5' and 'mt5' "
+                          "checkpoints can be imported")
+  get = lambda key: hf.get(key, _HF_DEFAULTS.get(key))
+  feed_forward = get("feed_forward_proj")
+  if feed_forward not in ("relu", "gated-gelu"):
+    raise CheckpointError(f"config.json has feed_forward_proj {feed_forward!r}; t5rank implements "
+                          "'relu' (T5 v1.0) and 'gated-gelu' (T5 v1.1, mT5)")
+  return T5Config(
+      vocab_size=get("vocab_size"), d_model=get("d_model"), num_heads=get("num_heads"),
+      d_kv=get("d_kv"), d_ff=get("d_ff"), num_encoder_layers=get("num_layers"),
+      num_decoder_layers=hf.get("num_decoder_layers") or get("num_layers"),
+      feed_forward=feed_forward, tie_embeddings=bool(get("tie_word_embeddings")),
+      relative_attention_num_buckets=get("relative_attention_num_buckets"),
+      relative_attention_max_distance=get("relative_attention_max_distance"),
+      dropout_rate=get("dropout_rate"), layer_norm_epsilon=get("layer_norm_epsilon"))
+
+
+def config_to_hf(config: T5Config) -> dict[str, Any]:
+  """Hugging Face config.json (as a dict) of a T5Config; pad 0, EOS 1, decoder start 0."""
+  return {
+      "architectures": ["T5ForConditionalGeneration"], "model_type": "t5",
+      "is_encoder_decoder": True, "vocab_size": config.vocab_size, "d_model": config.d_model,
+      "d_kv": config.d_kv, "d_ff": config.d_ff, "num_layers": config.num_encoder_layers,
+      "num_decoder_layers": config.num_decoder_layers, "num_heads": config.num_heads,
+      "relative_attention_num_buckets": config.relative_attention_num_buckets,
+      "relative_attention_max_distance": config.relative_attention_max_distance,
+      "dropout_rate": config.dropout_rate, "layer_norm_epsilon": config.layer_norm_epsilon,
+      "feed_forward_proj": config.feed_forward, "tie_word_embeddings": config.tie_embeddings,
+      "initializer_factor": 1.0, "pad_token_id": 0, "eos_token_id": 1,
+      "decoder_start_token_id": 0, "use_cache": True,
+  }
+
+
+def hf_name(name: str) -> tuple[str, bool]:
+  """(Hugging Face tensor name, stored transposed) of t5rank parameter `name`."""
+  path = module_path(name)
+  if path.module == "shared":
+    return SHARED, False
+  if path.module == "logits":
+    return LM_HEAD, True
+  if path.module == "final_layer_norm":
+    return f"{path.stack}.final_layer_norm.weight", False
+  prefix = f"{path.stack}.block.{path.block}.layer.{path.sublayer}.{path.module}"
+  if path.module == "layer_norm":
+    return f"{prefix}.weight", False
+  return f"{prefix}.{path.weight}.weight", True
+
+
+def _open_tensors(directory: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
+  """Shapes of all tensors in the safetensors file(s) of `directory`, and a reader for one."""
+  from safetensors import safe_open
+
+  index_path = os.path.join(directory, INDEX_FILE)
+  if os.path.isfile(index_path):
+    with open(index_path) as f:
+      weight_map = json.load(f)["weight_map"]
+  else:
+    weight_map = None
+  files = sorted(set(weight_map.values())) if weight_map else [WEIGHTS_FILE]
+  shapes, where = {}, {}
+  for file in files:
+    path = os.path.join(directory, file)
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"{path} not found (listed in {INDEX_FILE})")
+    with safe_open(path, framework="np") as f:
+      for key in f.keys():
+        shapes[key] = tuple(f.get_slice(key).get_shape())
+        where[key] = (path, f.get_slice(key).get_dtype())
+
+  def read(key: str) -> np.ndarray:
+    path, dtype = where[key]
+    # numpy has no bfloat16: such tensors are read through jax and widened.
+    with safe_open(path, framework="flax" if dtype == "BF16" else "np") as f:
+      return np.asarray(f.get_tensor(key), dtype=np.float32)
+
+  return shapes, read
+
+
+def load_hf_checkpoint(directory: str) -> tuple[T5Config, Params]:
+  """(config, float32 params) of the Hugging Face T5/mT5 checkpoint in `directory`."""
+  with open(os.path.join(directory, CONFIG_FILE)) as f:
+    config = config_from_hf(json.load(f))
+  shapes, read = _open_tensors(directory)
+  copies = list(EMBEDDING_COPIES) + ([LM_HEAD] if config.tie_embeddings else [])
+  stored_copies = [name for name in copies if name in shapes]
+  if SHARED not in shapes and stored_copies:  # some exports keep a copy but not `shared.weight`
+    primary = stored_copies.pop(0)
+    shapes[SHARED] = shapes[primary]
+    read_stored = read
+    read = lambda key: read_stored(primary if key == SHARED else key)
+  source = f"Hugging Face checkpoint {directory}"
+  params = import_tensors(source, shapes, read, tensor_names(config, hf_name), config,
+                          ignore=stored_copies.__contains__)
+  embedding = params["token_embedder"]["embedding"]
+  for name in stored_copies:
+    if shapes[name] != embedding.shape or not np.array_equal(read(name), embedding):
+      raise CheckpointError(
+          f"{source}: {name!r} differs from {SHARED!r}; t5rank shares one input embedding between "
+          "encoder and decoder" + (" and, with tie_word_embeddings, the output layer"
+                                   if config.tie_embeddings else ""))
+  return config, params
+
+
+def save_hf_checkpoint(directory: str, params: Mapping[str, Any], config: T5Config) -> None:
+  """Writes `params` as `model.safetensors` and `config` as `config.json` into `directory`."""
+  from safetensors.numpy import save_file
+
+  tensors = export_tensors(params, config, hf_name)
+  os.makedirs(directory, exist_ok=True)
+  # transformers refuses safetensors files without a "format" entry.
+  write_atomically(os.path.join(directory, WEIGHTS_FILE),
+                   lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+  write_json(os.path.join(directory, CONFIG_FILE), config_to_hf(config))

@@ -1,0 +1,71 @@
+"""t5rank's own checkpoints: the parameters in Orbax, the T5Config as JSON beside them.
+
+    DIRECTORY/
+      params/         Orbax (OCDBT) PyTree checkpoint of the float32 parameters
+      config.json     T5Config.to_json(), written last and atomically: its presence marks a
+                      complete checkpoint
+      metadata.json   optional free-form metadata (step, source, ...)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Optional
+
+from t5rank.checkpoints.layout import Params, check_params, unflatten, write_json
+from t5rank.config import T5Config
+
+PARAMS_DIR = "params"
+CONFIG_FILE = "config.json"
+METADATA_FILE = "metadata.json"
+
+
+def is_native_checkpoint(directory: str) -> bool:
+  """Whether `directory` holds a t5rank checkpoint written by `save_checkpoint`."""
+  return (os.path.isdir(os.path.join(directory, PARAMS_DIR))
+          and os.path.isfile(os.path.join(directory, CONFIG_FILE)))
+
+
+def save_checkpoint(directory: str, params: Mapping[str, Any], config: T5Config,
+                    extra_metadata: Optional[Mapping[str, Any]] = None) -> None:
+  """Writes `params` (checked against `config`) and `config` to `directory`, which must not already
+  hold a checkpoint. `extra_metadata` (JSON-serializable) goes to metadata.json."""
+  import orbax.checkpoint as ocp
+
+  flat = check_params(params, config, "the parameters to save")
+  params_dir = os.path.abspath(os.path.join(directory, PARAMS_DIR))
+  if os.path.exists(params_dir):
+    raise FileExistsError(f"{directory} already holds a checkpoint ({params_dir} exists); "
+                          "choose a new directory or remove it")
+  os.makedirs(directory, exist_ok=True)
+  checkpointer = ocp.StandardCheckpointer()
+  checkpointer.save(params_dir, unflatten(flat))  # Orbax writes to a temporary name, then renames.
+  checkpointer.wait_until_finished()
+  if extra_metadata is not None:
+    write_json(os.path.join(directory, METADATA_FILE), dict(extra_metadata))
+  write_json(os.path.join(directory, CONFIG_FILE), json.loads(config.to_json()))
+
+
+def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:
+  """(config, params) of a checkpoint written by `save_checkpoint`; params are float32 numpy arrays
+  in a nested dict, checked against the config."""
+  import orbax.checkpoint as ocp
+
+  config_path = os.path.join(directory, CONFIG_FILE)
+  if not os.path.isfile(config_path):
+    raise FileNotFoundError(f"{config_path} not found: {directory} is not a complete t5rank "
+                            "checkpoint (config.json is written last)")
+  with open(config_path) as f:
+    config = T5Config.from_json(f.read())
+  restored = ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory, PARAMS_DIR)))
+  return config, unflatten(check_params(restored, config, f"checkpoint {directory}"))
+
+
+def read_metadata(directory: str) -> dict[str, Any]:
+  """The `extra_metadata` saved with the checkpoint in `directory` ({} when none was)."""
+  path = os.path.join(directory, METADATA_FILE)
+  if not os.path.isfile(path):
+    return {}
+  with open(path) as f:
+    return json.load(f)
