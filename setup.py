@@ -40,6 +40,9 @@ setup(
         "test": ["pytest==9.2.0"],
         # Only for scripts/make_hf_goldens.py and the speed comparison against PyTorch.
         "reference": ["torch==2.13.0", "transformers==4.57.1"],
+        # On a Cloud TPU VM (tpu_scripts/install.sh); libtpu comes with it, add
+        # -f https://storage.googleapis.com/jax-releases/libtpu_releases.html to pip.
+        "tpu": ["jax[tpu]==0.10.2"],
     },
     entry_points={"console_scripts": ["t5rank=t5rank.cli:main"]},
 )
