@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Launches batch scoring (reranking) of a candidate run on every worker of the TPU VM. See --help.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "$0")/common.sh"
+
+usage() {
+  cat <<EOF2
+usage: score.sh [settings] TASK --checkpoint CKPT --queries Q --corpus C --run CANDIDATES
+                [--output OUT] [--batch-tokens N] [--dry-run]
+
+Starts \`t5rank score\` on EVERY worker (--worker=all; one process per host on a pod slice), in the
+background under nohup with output in ~/t5rank-logs/score_TASK.log on each worker, and returns.
+gs:// inputs are first copied to the worker's disk (~/t5rank-data), and a gs:// output is copied
+up when scoring ends. Follow it with logs.sh; fetch the run with copy.sh. Run install.sh first.
+
+TASK
+  msmarco-dev  MS MARCO passage dev: passages as they are, no windows (--window 0).
+               About 7M pairs (6,980 queries x 1,000 BM25 candidates): ~5 h for base at ~390
+               pairs/s, ~35 h for 3B at ~55 pairs/s on one TPU v3-8. Paper MRR@10: BM25 .184,
+               monoT5 base .363, large .383, 3B .382.
+  robust04     Robust04 documents: windows of 10 sentences, stride 5, document score = best window
+               (--passages maxp --window 10 --stride 5). Queries: the topic descriptions (BM25 used
+               the titles). Paper, monoT5-3B over BM25: AP .253 -> .364, nDCG@20 .424 -> .596.
+
+  --checkpoint CKPT        checkpoint directory (gs://... or a path on the workers; required)
+  --queries Q              queries file (required)
+  --corpus C               corpus file (required)
+  --run CANDIDATES         TREC run of candidates to rerank, e.g. BM25 top 1000 (required)
+  --output OUT             reranked TREC run (default gs://BUCKET/t5rank/runs/TASK.CKPT_NAME.trec)
+  --batch-tokens N         tokens per scoring batch (the scorer's default if not given)
+$(settings_help TPU_NAME ZONE PROJECT BUCKET)
+  (BUCKET is needed only for the default --output.)
+EOF2
+}
+
+task='' checkpoint='' queries='' corpus='' candidates='' output='' batch_tokens=''
+while (($#)); do
+  shared_flag "$@"
+  if ((SHIFT == 0)); then
+    case $1 in
+      --checkpoint | --checkpoint=*) flag_value "$@" && checkpoint=$VALUE ;;
+      --queries | --queries=*) flag_value "$@" && queries=$VALUE ;;
+      --corpus | --corpus=*) flag_value "$@" && corpus=$VALUE ;;
+      --run | --run=*) flag_value "$@" && candidates=$VALUE ;;
+      --output | --output=*) flag_value "$@" && output=$VALUE ;;
+      --batch-tokens | --batch-tokens=*) flag_value "$@" && batch_tokens=$VALUE ;;
+      -*) die "unknown argument: $1 (see --help)" ;;
+      *)
+        [[ -z $task ]] || die "one TASK only; got $task and $1"
+        task=$1 && SHIFT=1
+        ;;
+    esac
+  fi
+  shift "$SHIFT"
+done
+
+require TPU_NAME ZONE PROJECT
+case $task in
+  msmarco-dev) task_flags=(--window 0) ;;
+  robust04) task_flags=(--passages maxp --window 10 --stride 5) ;;
+  '') die "missing TASK: msmarco-dev or robust04 (see --help)" ;;
+  *) die "TASK must be msmarco-dev or robust04, not: $task" ;;
+esac
+for flag in checkpoint queries corpus candidates; do
+  [[ -n ${!flag} ]] || die "missing --${flag/candidates/run} (see --help); nothing was run"
+done
+if [[ -z $output ]]; then
+  require BUCKET
+  output=gs://$BUCKET/t5rank/runs/$task.$(basename "${checkpoint%/}").trec
+fi
+if [[ -n $batch_tokens ]]; then
+  [[ $batch_tokens =~ ^[1-9][0-9]*$ ]] || die "--batch-tokens must be a positive integer, not: $batch_tokens"
+  task_flags+=(--batch-tokens "$batch_tokens")
+fi
+require_gcloud
+
+job=score_$task
+say "scoring $task on every worker of $TPU_NAME: $checkpoint reranks $candidates; output $output"
+tpu_ssh all "cd $WORKER_REPO && bash tpu_scripts/on_worker.sh launch $(quote_words "$job" \
+  t5rank score --checkpoint "$checkpoint" --queries "$queries" --corpus "$corpus" --run "$candidates" \
+  --output "$output" "${task_flags[@]}")"
+say "started; follow it: $(quote "$SCRIPTS_DIR/logs.sh") --job $job (with the same settings)"
