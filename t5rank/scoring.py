@@ -1,0 +1,471 @@
+"""`t5rank score`: rerank a candidate run with monoT5, resumably, on all local devices.
+
+    t5rank score --checkpoint CKPT --queries Q --corpus C --run CANDIDATES --output OUT
+
+The pipeline, one shard at a time (a shard is `shard_size` consecutive passages of the candidates):
+    candidates ─► passages (sentence windows) ─► ids (tokenized once, in a background thread)
+    ─► length buckets filled to a token budget ─► score_step on a 1-D 'data' mesh of the local devices
+    ─► shard file (atomic) ─► when all shards exist: aggregate windows, sort, write the run (atomic)
+
+Scores are `t5rank.score.monot5_score`'s log P(positive word). A document's score aggregates its
+windows (MaxP by default); each query's documents are sorted by score, descending, ties broken by
+docid, ascending. Shards live in `OUT.shards/` until the run is written; rerunning the same command
+after an interruption scores only the shards that are missing. On several hosts (`--distributed`),
+host i scores shards i, i + n, ... into the same (shared) directory and host 0 writes the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import queue
+import shutil
+import threading
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, TypeVar
+
+import numpy as np
+
+from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds, assemble
+from t5rank.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW, aggregate, document_passages
+from t5rank.readers import Document, Run, atomic_write, format_run_lines
+from t5rank.vocab import Vocabulary
+
+logger = logging.getLogger(__name__)
+
+BUCKET_STEP = 64  # padded lengths are multiples of this (and max_length): a few shapes, little padding
+MANIFEST_FILE = "manifest.json"
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringOptions:
+  """How candidates become scored passages and a run. `batch_tokens` is the padded token budget of
+  one batch; `shard_size` the number of passages per output shard."""
+  aggregation: str = "maxp"
+  window: int = DOCUMENT_WINDOW
+  stride: int = DOCUMENT_STRIDE
+  language: str = "en"
+  max_length: int = DEFAULT_MAX_LENGTH
+  batch_tokens: int = 16384
+  shard_size: int = 10_000
+  skip_missing: bool = False
+  tag: str = "t5rank"
+
+
+class Pair(NamedTuple):
+  """One scored input: window `window` of document `docid` for query `qid`."""
+  qid: str
+  docid: str
+  window: int
+
+
+class Batch(NamedTuple):
+  """Rows `items` (indices into the shard's pairs) padded into `tokens` (B, L); B >= len(items)."""
+  items: np.ndarray
+  tokens: np.ndarray
+
+
+class MissingIdsError(ValueError):
+  """Candidates that name queries or documents the input files do not have."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Candidates -> passages -> ids -> batches (pure).
+
+def _first_few(ids: Sequence[str], n: int = 5) -> str:
+  shown = ", ".join(repr(i) for i in ids[:n])
+  return shown + (f", ... ({len(ids) - n} more)" if len(ids) > n else "")
+
+
+def check_candidates(candidates: Run, queries: Mapping[str, str], corpus: Mapping[str, Document], *,
+                     skip_missing: bool, sources: tuple[str, str] = ("queries", "corpus")) -> Run:
+  """`candidates` without those whose query or document is unknown. Unknown ids raise
+  `MissingIdsError` naming the first few and the counts, unless `skip_missing`, which logs them."""
+  missing_queries = [qid for qid in candidates if qid not in queries]
+  missing_docs = list(dict.fromkeys(docid for docs in candidates.values() for docid, _ in docs
+                                    if docid not in corpus))
+  if not missing_queries and not missing_docs:
+    return candidates
+  kept = {qid: [(d, s) for d, s in docs if d in corpus] for qid, docs in candidates.items()
+          if qid in queries}
+  kept = {qid: docs for qid, docs in kept.items() if docs}
+  dropped = sum(map(len, candidates.values())) - sum(map(len, kept.values()))
+  problems = []
+  if missing_queries:
+    problems.append(f"{len(missing_queries)} query id(s) missing from {sources[0]}: "
+                    f"{_first_few(missing_queries)}")
+  if missing_docs:
+    problems.append(f"{len(missing_docs)} document id(s) missing from {sources[1]}: "
+                    f"{_first_few(missing_docs)}")
+  message = f"{dropped} candidate(s) name unknown ids: " + "; ".join(problems)
+  if not skip_missing:
+    raise MissingIdsError(message + ". Pass --skip-missing to skip them.")
+  logger.warning("skipping %s", message)
+  return kept
+
+
+def candidate_passages(candidates: Run, corpus: Mapping[str, Document], options: ScoringOptions
+                       ) -> tuple[list[Pair], dict[str, list[str]]]:
+  """The pairs to score, in candidate order, and each candidate document's passages (split once)."""
+  passages: dict[str, list[str]] = {}
+  pairs = []
+  for qid, docs in candidates.items():
+    for docid, _ in docs:
+      if docid not in passages:
+        passages[docid] = document_passages(corpus[docid], options.window, options.stride,
+                                            options.language)
+      pairs.extend(Pair(qid, docid, w) for w in range(len(passages[docid])))
+  return pairs, passages
+
+
+def encode_shard(vocab: Vocabulary, pairs: Sequence[Pair], queries: Mapping[str, str],
+                 passages: Mapping[str, Sequence[str]], max_length: int) -> list[list[int]]:
+  """Ids of each pair's input, as `t5rank.inputs.encode_pairs` makes them, tokenizing each distinct
+  query and passage of the shard once."""
+  marks = TemplateIds(vocab)
+  qids = list(dict.fromkeys(p.qid for p in pairs))
+  query_ids = dict(zip(qids, vocab.encode_batch([queries[q] for q in qids])))
+  keys = list(dict.fromkeys((p.docid, p.window) for p in pairs))
+  passage_ids = dict(zip(keys, vocab.encode_batch([passages[d][w] for d, w in keys])))
+  return [assemble(query_ids[p.qid], passage_ids[p.docid, p.window], marks, max_length)
+          for p in pairs]
+
+
+def bucket_lengths(max_length: int, step: int = BUCKET_STEP) -> list[int]:
+  """The padded lengths: multiples of `step` below `max_length`, then `max_length`."""
+  return list(range(step, max_length, step)) + [max_length]
+
+
+def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_length: int,
+                   row_multiple: int = 1) -> list[Batch]:
+  """Sequences sorted by length into buckets (`bucket_lengths`); each bucket cut into batches of
+  one fixed shape (rows = batch_tokens // length, a multiple of `row_multiple`), so a shard compiles
+  at most one program per bucket. Rows past a batch's items are all padding (id 0)."""
+  lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+  if lengths.size and lengths.max() > max_length:
+    raise ValueError(f"a sequence of {lengths.max()} ids exceeds max_length {max_length}")
+  order = np.argsort(lengths, kind="stable")
+  sorted_lengths = lengths[order]
+  batches, start = [], 0
+  for length in bucket_lengths(max_length):
+    stop = int(np.searchsorted(sorted_lengths, length, side="right"))
+    rows = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
+    for first in range(start, stop, rows):
+      items = order[first:min(first + rows, stop)]
+      tokens = np.zeros((rows, length), np.int32)  # (B, L)
+      for row, item in enumerate(items):
+        tokens[row, :lengths[item]] = ids[item]
+      batches.append(Batch(items, tokens))
+    start = stop
+  return batches
+
+
+# ---------------------------------------------------------------------------------------------------
+# Device work.
+
+def data_sharding(devices: Optional[Sequence] = None):
+  """A NamedSharding that splits the batch axis over a 1-D 'data' mesh of `devices` (default: this
+  host's devices)."""
+  import jax
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+  mesh = Mesh(np.asarray(devices if devices is not None else jax.local_devices()), ("data",))
+  return NamedSharding(mesh, PartitionSpec("data"))
+
+
+def replicate(params, sharding):
+  """`params` copied onto every device of `sharding`'s mesh."""
+  import jax
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  return jax.device_put(params, NamedSharding(sharding.mesh, PartitionSpec()))
+
+
+def score_batches(params, batches: Iterable[Batch], num_items: int, *, config, target_ids,
+                  sharding, on_batch: Optional[Callable[[int], None]] = None,
+                  in_flight: int = 2) -> tuple[np.ndarray, np.ndarray]:
+  """(log P, P), each (num_items,) float32 in item order, of the batches' rows through `score_step`.
+  Up to `in_flight` batches are dispatched before the oldest is read back, so that the host prepares
+  the next batch while the devices compute. `on_batch(n)` is called as each batch of n items lands."""
+  import jax
+
+  from t5rank.score import score_step
+
+  log_p = np.full(num_items, np.nan, np.float32)
+  p = np.full(num_items, np.nan, np.float32)
+  pending: collections.deque = collections.deque()
+
+  def land() -> None:
+    batch, (batch_log_p, batch_p) = pending.popleft()
+    n = len(batch.items)
+    log_p[batch.items] = np.asarray(batch_log_p)[:n]
+    p[batch.items] = np.asarray(batch_p)[:n]
+    if on_batch is not None:
+      on_batch(n)
+
+  for batch in batches:
+    tokens = jax.device_put(batch.tokens, sharding)
+    pending.append((batch, score_step(params, tokens, config=config, target_ids=target_ids)))
+    if len(pending) > in_flight:
+      land()
+  while pending:
+    land()
+  return log_p, p
+
+
+def prefetch(items: Iterable[T], size: int = 2) -> Iterator[T]:
+  """Iterates `items` in a background thread, at most `size` ahead of the consumer; re-raises the
+  producer's exception, and stops the producer when the consumer stops early."""
+  channel: queue.Queue = queue.Queue(size)
+  stop = threading.Event()
+
+  def put(entry) -> bool:
+    while not stop.is_set():
+      try:
+        channel.put(entry, timeout=0.1)
+        return True
+      except queue.Full:
+        pass
+    return False
+
+  def produce() -> None:
+    try:
+      for item in items:
+        if not put((True, item)):
+          return
+      put((False, None))
+    except BaseException as e:  # handed to the consumer
+      put((False, e))
+
+  thread = threading.Thread(target=produce, daemon=True)
+  thread.start()
+  try:
+    while True:
+      more, value = channel.get()
+      if not more:
+        if value is not None:
+          raise value
+        return
+      yield value
+  finally:
+    stop.set()
+    thread.join()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shards and the final run.
+
+def _shard_path(directory: str, index: int, count: int) -> str:
+  return os.path.join(directory, f"shard-{index:05d}-of-{count:05d}.tsv")
+
+
+def write_shard(path: str, pairs: Sequence[Pair], log_p: np.ndarray, p: np.ndarray) -> None:
+  """Writes one shard's scores, `qid docid window log_p p` per line, atomically."""
+  with atomic_write(path) as f:
+    for pair, lp, pp in zip(pairs, log_p.tolist(), p.tolist()):
+      f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\n")
+
+
+def read_shard(path: str) -> list[tuple[Pair, float, float]]:
+  """The (pair, log P, P) rows of a shard written by `write_shard`."""
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      qid, docid, window, lp, pp = line.rstrip("\n").split("\t")
+      rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
+  return rows
+
+
+def rank_documents(rows: Iterable[tuple[Pair, float, float]], aggregation: str
+                   ) -> tuple[Run, dict[tuple[str, str], int]]:
+  """(run, winners): each query's documents scored by `aggregate` over their windows' log P and
+  sorted by score descending, then docid ascending; winners maps (qid, docid) to the winning window.
+  Queries keep the order in which they first appear in `rows`."""
+  windows: dict[str, dict[str, dict[int, float]]] = {}
+  for pair, log_p, _ in rows:
+    windows.setdefault(pair.qid, {}).setdefault(pair.docid, {})[pair.window] = log_p
+  run: Run = {}
+  winners = {}
+  for qid, docs in windows.items():
+    scored = []
+    for docid, by_window in docs.items():
+      score, best = aggregate([by_window[w] for w in sorted(by_window)], aggregation)
+      scored.append((docid, score))
+      winners[qid, docid] = best
+    run[qid] = sorted(scored, key=lambda item: (-item[1], item[0]))
+  return run, winners
+
+
+def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
+                passages: Mapping[str, Sequence[str]], settings: Mapping) -> str:
+  """A hash of everything that decides the shards' contents, to refuse resuming a different job."""
+  h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+  for pair in pairs:
+    h.update(f"{pair.qid}\t{pair.docid}\t{pair.window}\n".encode())
+  for qid in dict.fromkeys(p.qid for p in pairs):
+    h.update(f"{qid}\t{queries[qid]}\n".encode())
+  for docid, texts in passages.items():
+    h.update(json.dumps([docid, texts]).encode())
+  return h.hexdigest()
+
+
+def _open_shard_directory(directory: str, manifest: Mapping) -> None:
+  path = os.path.join(directory, MANIFEST_FILE)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      found = json.load(f)
+    if found != manifest:
+      raise RuntimeError(f"{directory} holds shards of a different scoring job (other inputs, "
+                         "model or options); remove it to start over, or rerun the original command")
+    return
+  os.makedirs(directory, exist_ok=True)
+  with atomic_write(path) as f:
+    json.dump(manifest, f, indent=2, sort_keys=True)
+
+
+def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int, int],
+                     queries: Mapping[str, str], corpus: Mapping[str, Document], candidates: Run,
+                     output: str, options: ScoringOptions = ScoringOptions(),
+                     per_passage_output: Optional[str] = None, model_id: str = "",
+                     sources: tuple[str, str] = ("queries", "corpus"), progress: bool = True) -> Run:
+  """Scores `candidates` and writes the reranked run to `output` (and every passage's scores to
+  `per_passage_output`); returns the run (on host 0; {} on other hosts).
+
+  Resumable: shards go to `output + ".shards/"`, and a rerun with the same inputs scores only the
+  missing ones. `model_id` names the weights (e.g. the checkpoint path) in the resume check.
+  """
+  import jax
+  from tqdm import tqdm
+
+  candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
+                                sources=sources)
+  pairs, passages = candidate_passages(candidates, corpus, options)
+  num_shards = max(1, -(-len(pairs) // options.shard_size))
+  directory = output + ".shards"
+  settings = {"model": model_id, "config": json.loads(config.to_json()), "vocab": vocab.sha256,
+              "targets": list(target_ids), **dataclasses.asdict(options)}
+  for irrelevant in ("aggregation", "skip_missing", "tag"):  # they only shape the merged run
+    settings.pop(irrelevant)
+  _open_shard_directory(directory, {"fingerprint": fingerprint(pairs, queries, passages, settings),
+                                    "num_shards": num_shards, "num_pairs": len(pairs)})
+
+  host, hosts = jax.process_index(), jax.process_count()
+  shard_pairs = [pairs[k * options.shard_size:(k + 1) * options.shard_size]
+                 for k in range(num_shards)]
+  mine = list(range(host, num_shards, hosts))
+  todo = [k for k in mine if not os.path.exists(_shard_path(directory, k, num_shards))]
+  logger.info("%d pairs in %d shards; this host (%d of %d) has %d shards, %d already done",
+              len(pairs), num_shards, host, hosts, len(mine), len(mine) - len(todo))
+
+  sharding = data_sharding()
+  row_multiple = sharding.mesh.size
+  device_params = replicate(params, sharding)
+
+  def prepare(k: int) -> tuple[int, list[Batch]]:
+    ids = encode_shard(vocab, shard_pairs[k], queries, passages, options.max_length)
+    return k, bucket_batches(ids, batch_tokens=options.batch_tokens,
+                             max_length=options.max_length, row_multiple=row_multiple)
+
+  total = sum(len(shard_pairs[k]) for k in mine)
+  with tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
+            desc="scoring", disable=not progress, smoothing=0.05) as bar:
+    for k, batches in prefetch(map(prepare, todo)):
+      log_p, p = score_batches(device_params, batches, len(shard_pairs[k]), config=config,
+                               target_ids=target_ids, sharding=sharding, on_batch=bar.update)
+      write_shard(_shard_path(directory, k, num_shards), shard_pairs[k], log_p, p)
+
+  if hosts > 1:
+    from jax.experimental import multihost_utils
+    multihost_utils.sync_global_devices("t5rank score: all shards written")
+  if host != 0:
+    return {}
+  rows = [row for k in range(num_shards) for row in read_shard(_shard_path(directory, k, num_shards))]
+  run, winners = rank_documents(rows, options.aggregation)
+  if per_passage_output:
+    with atomic_write(per_passage_output) as f:
+      for pair, lp, pp in rows:
+        best = int(winners[pair.qid, pair.docid] == pair.window)
+        f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\t{best}\n")
+  with atomic_write(output) as f:
+    f.writelines(format_run_lines(run, options.tag))
+  shutil.rmtree(directory)
+  return run
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command line.
+
+def parse_targets(text: str) -> str | tuple[str, str]:
+  """`--targets`: a registry name (`true_false`) or a `positive,negative` pair."""
+  if "," in text:
+    positive, negative = text.split(",", 1)
+    return positive, negative
+  return text
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("score", help="rerank a candidate run with a monoT5 checkpoint",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--checkpoint", required=True, help="checkpoint in any format t5rank loads")
+  p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
+  p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
+  p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
+  p.add_argument("--output", required=True, help="the reranked TREC run to write")
+  p.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
+                 help="how window scores make a document score (default: maxp)")
+  p.add_argument("--window", type=int, default=DOCUMENT_WINDOW,
+                 help=f"sentences per window, 0 for whole documents (default: {DOCUMENT_WINDOW})")
+  p.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
+                 help=f"sentences between window starts (default: {DOCUMENT_STRIDE})")
+  p.add_argument("--language", default="en", help="language code for the sentence splitter")
+  p.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, help="input tokens, at most")
+  p.add_argument("--batch-tokens", type=int, default=ScoringOptions.batch_tokens,
+                 help="padded tokens per batch, over all local devices")
+  p.add_argument("--shard-size", type=int, default=ScoringOptions.shard_size,
+                 help="passages per output shard (the unit of resumption)")
+  p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")
+  p.add_argument("--skip-missing", action="store_true",
+                 help="skip candidates whose query or document is unknown (and report them)")
+  p.add_argument("--tag", default=ScoringOptions.tag, help="run tag (last column)")
+  p.add_argument("--vocab", help="SentencePiece model (default: the checkpoint's, else T5's)")
+  p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
+                 "(default: the checkpoint's, else true_false)")
+  p.add_argument("--dtype", choices=("float32", "bfloat16"), help="activation dtype override")
+  p.add_argument("--distributed", action="store_true",
+                 help="call jax.distributed.initialize() first (one process per host)")
+  p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  import jax
+
+  from t5rank.checkpoints import load_checkpoint
+  from t5rank.readers import read_corpus, read_queries, read_run
+  from t5rank.vocab import DEFAULT_SPM_PATH, load_vocabulary, resolve_target_words
+
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+  if args.distributed:
+    jax.distributed.initialize()
+  config, params = load_checkpoint(args.checkpoint)
+  if args.dtype:
+    config = config.replace(dtype=args.dtype)
+  vocab = load_vocabulary(args.vocab or DEFAULT_SPM_PATH)
+  target_ids = resolve_target_words(vocab, parse_targets(args.targets or "true_false"))
+  options = ScoringOptions(
+      aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
+      max_length=args.max_length, batch_tokens=args.batch_tokens, shard_size=args.shard_size,
+      skip_missing=args.skip_missing, tag=args.tag)
+  reranked = score_candidates(
+      params, config=config, vocab=vocab, target_ids=target_ids,
+      queries=read_queries(args.queries), corpus=read_corpus(args.corpus),
+      candidates=read_run(args.run), output=args.output, options=options,
+      per_passage_output=args.per_passage_output, model_id=os.path.abspath(args.checkpoint),
+      sources=(args.queries, args.corpus))
+  if jax.process_index() == 0:
+    print(f"wrote {sum(map(len, reranked.values()))} documents for {len(reranked)} queries to {args.output}")
+  return 0
