@@ -14,6 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # subcommand -> module that defines add_parser(subparsers)
 COMMANDS = {
     "demo": "t5rank.demo",
+    "convert": "t5rank.checkpoints.convert",
 }
 
 

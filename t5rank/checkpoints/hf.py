@@ -134,7 +134,7 @@ def load_hf_checkpoint(directory: str) -> tuple[T5Config, Params]:
   stored_copies = [name for name in copies if name in shapes]
   if SHARED not in shapes and stored_copies:  # some exports keep a copy but not `shared.weight`
     primary = stored_copies.pop(0)
-    shapes[SHARED] = shapes[primary]
+    shapes[SHARED] = shapes.pop(primary)
     read_stored = read
     read = lambda key: read_stored(primary if key == SHARED else key)
   source = f"Hugging Face checkpoint {directory}"

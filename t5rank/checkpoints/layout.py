@@ -262,10 +262,14 @@ def write_atomically(path: str, write: Callable[[str], None]) -> None:
       os.remove(tmp)
 
 
-def write_json(path: str, value: Any) -> None:
-  """Writes `value` as indented JSON to `path` atomically."""
+def write_text(path: str, text: str) -> None:
+  """Writes `text` to `path` atomically."""
   def write(tmp: str) -> None:
     with open(tmp, "w") as f:
-      json.dump(value, f, indent=2, sort_keys=True)
-      f.write("\n")
+      f.write(text)
   write_atomically(path, write)
+
+
+def write_json(path: str, value: Any) -> None:
+  """Writes `value` as indented JSON to `path` atomically."""
+  write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,153 @@
+"""t5x checkpoints, whose parameter tree is t5rank's own (`target/encoder/layers_0/...`).
+
+Two layouts of one step, `MODEL_DIR/checkpoint_N/`:
+  - t5x's own (t5x.checkpoints.Checkpointer): a msgpack file `checkpoint` holding
+    {"version": 3, "optimizer": {"target": params, "state": optimizer state}}, where each large
+    array is replaced by the JSON spec of a zarr array that TensorStore wrote beside it
+    (`target.encoder.layers_0.attention.query.kernel/`, path relative to the step directory);
+  - Orbax's (t5x's OrbaxCheckpointManagerInterface): a PyTree checkpoint {"target", "state"} in
+    `checkpoint_N/state/` (or `checkpoint_N/` itself).
+Only `target` is read; optimizer state is ignored. t5x checkpoints carry no T5 configuration: the
+importer reads what the shapes fix and checks it against the T5Config it is given.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+
+from t5rank.checkpoints.layout import (CheckpointError, Params, Probes, Shape, flatten,
+                                       import_tensors, infer_architecture, param_shapes,
+                                       resolve_config)
+from t5rank.config import T5Config
+
+MSGPACK_FILE = "checkpoint"
+ORBAX_METADATA = "_METADATA"
+ORBAX_ITEMS = ("state", "")  # where t5x's Orbax manager puts the train state, under checkpoint_N/
+PROBES = Probes(
+    embedding="token_embedder/embedding",
+    query="encoder/layers_0/attention/query/kernel",
+    relpos="encoder/relpos_bias/rel_embedding",
+    wi="encoder/layers_0/mlp/wi/kernel",
+    wi_0="encoder/layers_0/mlp/wi_0/kernel",
+    logits="decoder/logits_dense/kernel",
+    block=r"(encoder|decoder)/layers_(\d+)/.*")
+
+
+def _is_msgpack_checkpoint(directory: str) -> bool:
+  path = os.path.join(directory, MSGPACK_FILE)
+  if not os.path.isfile(path):
+    return False
+  with open(path, "rb") as f:  # a TensorFlow checkpoint directory has a text file of this name
+    return f.read(len(b"model_checkpoint_path")) != b"model_checkpoint_path"
+
+
+def _orbax_item(directory: str) -> Optional[str]:
+  for item in ORBAX_ITEMS:
+    if os.path.isfile(os.path.join(directory, item, ORBAX_METADATA)):
+      return os.path.join(directory, item)
+  return None
+
+
+def _latest_step_dir(directory: str) -> Optional[str]:
+  steps = [(int(m[1]), name) for name in os.listdir(directory)
+           for m in [re.fullmatch(r"checkpoint_(\d+)", name)] if m]
+  return os.path.join(directory, max(steps)[1]) if steps else None
+
+
+def find_step_dir(path: str) -> Optional[str]:
+  """The t5x step directory `path` denotes: the directory itself, the directory of a `checkpoint`
+  msgpack file, or the latest `checkpoint_N` of a model directory; None if it is none of these."""
+  if os.path.isfile(path) and os.path.basename(path) == MSGPACK_FILE:
+    path = os.path.dirname(path) or "."
+  if not os.path.isdir(path):
+    return None
+  if _is_msgpack_checkpoint(path) or _orbax_item(path):
+    return path
+  latest = _latest_step_dir(path)
+  return latest if latest and (_is_msgpack_checkpoint(latest) or _orbax_item(latest)) else None
+
+
+def _is_spec(node: Any) -> bool:
+  return isinstance(node, Mapping) and "driver" in node and "kvstore" in node
+
+
+def _leaves(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+  """Flat name -> array or TensorStore spec (a dict, kept whole)."""
+  flat = {}
+  for key, value in tree.items():
+    name = f"{prefix}{key}"
+    if isinstance(value, Mapping) and not _is_spec(value):
+      flat.update(_leaves(value, name + "/"))
+    else:
+      flat[name] = value
+  return flat
+
+
+def _read_zarr(step_dir: str, spec: Mapping[str, Any]) -> np.ndarray:
+  """The array a t5x TensorStore spec points to, read from `step_dir` whatever storage (file, gcs)
+  it was written to."""
+  import ml_dtypes
+  import tensorstore as ts
+
+  spec = copy.deepcopy(dict(spec))
+  # Paths are relative to the step directory, in `kvstore.path` (tensorstore >= 0.1.14) or `path`.
+  relative = os.path.join(spec["kvstore"].get("path", ""), spec.pop("path", ""))
+  spec["kvstore"] = {"driver": "file", "path": os.path.join(os.path.abspath(step_dir), relative)}
+  array = ts.open(spec, open=True).result().read().result()
+  # Version 2 checkpoints stored bfloat16 as raw uint16.
+  return array.view(ml_dtypes.bfloat16) if array.dtype == np.uint16 else array
+
+
+def _open_msgpack(step_dir: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
+  from flax import serialization
+
+  path = os.path.join(step_dir, MSGPACK_FILE)
+  with open(path, "rb") as f:
+    contents = serialization.msgpack_restore(f.read())
+  try:
+    target = contents["optimizer"]["target"]
+  except (KeyError, TypeError):
+    raise CheckpointError(f"{path} has no optimizer/target tree; is it a t5x checkpoint?") from None
+  leaves = _leaves(target)
+  shapes = {name: tuple(leaf["metadata"]["shape"]) if _is_spec(leaf) else np.shape(leaf)
+            for name, leaf in leaves.items()}
+
+  def read(name: str) -> np.ndarray:
+    leaf = leaves[name]
+    return _read_zarr(step_dir, leaf) if _is_spec(leaf) else np.asarray(leaf)
+
+  return shapes, read
+
+
+def _open_orbax(item_dir: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
+  import orbax.checkpoint as ocp
+
+  tree = ocp.PyTreeCheckpointer().restore(os.path.abspath(item_dir))
+  if "target" not in tree:
+    raise CheckpointError(f"Orbax checkpoint {item_dir} has no 'target' tree; its top-level keys "
+                          f"are {sorted(tree)}")
+  leaves = flatten(tree["target"])
+  return {name: np.shape(leaf) for name, leaf in leaves.items()}, leaves.__getitem__
+
+
+def load_t5x_checkpoint(path: str, config: Optional[T5Config]) -> tuple[T5Config, Params]:
+  """(config, float32 params) of the t5x checkpoint at `path` (a `checkpoint_N` directory, its
+  `checkpoint` file, or a model directory, whose latest step is read). `config` is required and
+  must agree with the tensor shapes; a missing one raises an error naming the configs that fit."""
+  step_dir = find_step_dir(path)
+  if step_dir is None:
+    raise FileNotFoundError(f"{path} holds no t5x checkpoint (a `checkpoint` msgpack file, an "
+                            f"Orbax `{ORBAX_METADATA}`, or `checkpoint_N/` directories)")
+  if _is_msgpack_checkpoint(step_dir):
+    shapes, read = _open_msgpack(step_dir)
+  else:
+    shapes, read = _open_orbax(_orbax_item(step_dir))
+  source = f"t5x checkpoint {step_dir}"
+  config = resolve_config(source, infer_architecture(shapes, PROBES), config)
+  names = {name: (name, False) for name in param_shapes(config)}
+  return config, import_tensors(source, shapes, read, names, config)
