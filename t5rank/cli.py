@@ -15,6 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 COMMANDS = {
     "demo": "t5rank.demo",
     "convert": "t5rank.checkpoints.convert",
+    "retrieve": "t5rank.retrieval",
+    "evaluate": "t5rank.evaluation",
 }
 
 
