@@ -25,6 +25,7 @@ INSTALL_REQUIRES = [
     "scipy==1.17.1",  # sparse matrices for BM25/RM3 scoring; the paired t-test of `t5rank evaluate`
     "ir-measures==0.4.3",  # ranking metrics for `t5rank evaluate`
     "pytrec-eval-terrier==0.5.11",  # trec_eval backend of ir-measures (trec_eval semantics)
+    "importlib_resources==7.1.0",  # needed by tensorflow-datasets to build datasets (not declared by it)
 ]
 
 setup(
