@@ -1,0 +1,46 @@
+"""SeqIO task registrations for t5rank (installed as `t5rank.tasks`); `import t5rank.tasks`
+registers them. Only registrations live here: sources, preprocessors and the pipeline are in
+`t5rank.sources`, `t5rank.preprocessors`, `t5rank.seqio_tasks` and `t5rank.training_data`, and
+docs/data.md lists the names. Registering reads no data: MS MARCO and the generic files are located
+(gin or environment) only when a dataset is built.
+
+Variants (the last part of each name): true_false, false_true, hot_cold, apple_orange, hot_orange,
+ab_de (the paper's Table 4) and yes_no (mT5).
+  insuranceqa_{en,zh}_monot5_{variant}          InsuranceQA v2 (insuranceqa-data), train/validation/test
+  msmarco_passage_monot5_{variant}              triples.train.small.tsv
+  msmarco_passage_qidpid_monot5_{variant}       qidpidtriples + queries.tsv + collection.tsv
+  generic_monot5_{variant}                      queries + corpus + qrels + candidate run
+  insuranceqa_{en,zh}_tfds_monot5_{variant}     the same InsuranceQA through TFDS (insuranceqa_v2)
+  msmarco_passage_tfds_monot5_{variant}         triples through TFDS (msmarco_passage_triples)
+Data-poor (n positives + n negatives, five seeds), for the true_false tasks of InsuranceQA (en, zh)
+and MS MARCO: `{task}_1k_s{0..4}` and `{task}_10k_s{0..4}`.
+"""
+
+import functools
+
+import seqio
+
+from t5rank import preprocessors, sources, tfds_builders  # noqa: F401  (tfds_builders registers builders)
+from t5rank.seqio_tasks import TripleSource, register_data_poor, register_variants
+
+_INSURANCEQA_SPLITS = tuple(sources.INSURANCEQA_SPLITS)
+DATA_POOR_SIZES = (1_000, 10_000)
+DATA_POOR_SEEDS = range(5)
+
+for _language in ("en", "zh"):
+  register_variants(f"insuranceqa_{_language}", TripleSource(
+      functools.partial(sources.insuranceqa, language=_language), _INSURANCEQA_SPLITS))
+  register_variants(
+      f"insuranceqa_{_language}_tfds",
+      seqio.TfdsDataSource(f"insuranceqa_v2/{_language}:2.0.0", splits=_INSURANCEQA_SPLITS),
+      source_preprocessors=[preprocessors.query_records_to_triples])
+register_variants("msmarco_passage", TripleSource(sources.msmarco_passage_triples, ["train"]))
+register_variants("msmarco_passage_qidpid", TripleSource(sources.msmarco_passage_qidpid, ["train"]))
+register_variants("generic", TripleSource(sources.generic_triples, ["train"]))
+register_variants("msmarco_passage_tfds",
+                  seqio.TfdsDataSource("msmarco_passage_triples:1.0.0", splits=["train"]))
+
+for _task in ("insuranceqa_en_monot5_true_false", "insuranceqa_zh_monot5_true_false",
+              "msmarco_passage_monot5_true_false"):
+  for _n in DATA_POOR_SIZES:
+    register_data_poor(_task, _n, DATA_POOR_SEEDS)

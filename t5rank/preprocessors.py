@@ -1,0 +1,145 @@
+"""SeqIO preprocessors for monoT5: pure `tf.data.Dataset -> tf.data.Dataset` functions.
+
+A training task chains them as
+
+    {query, positive, negative}                     one triple (the sources' common form)
+      -> split_triples   -> {query, document, label}   positive then negative, label 1 / 0
+      -> format_monot5   -> + inputs / targets text     "Query: q Document: d Relevant:" -> "true"
+      -> tokenize_monot5 -> inputs / targets ids        the document cut, `Relevant:` and EOS kept
+
+`split_triples` is what makes batches class-balanced: the positive and the negative of a triple
+come out next to each other, so any even-sized batch of consecutive examples is half and half.
+Shuffling therefore happens on triples, before it (see `t5rank.training_data`), never after it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import seqio
+import tensorflow as tf
+
+from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds
+from t5rank.vocab import (DEFAULT_EXTRA_IDS, DEFAULT_SPM_PATH, EOS_ID, TargetSpec, load_vocabulary,
+                          resolve_target_words)
+
+
+def seqio_vocabulary(path: str = DEFAULT_SPM_PATH) -> seqio.SentencePieceVocabulary:
+  """The SeqIO twin of `t5rank.vocab.Vocabulary` (same file, 100 extra ids, same ids)."""
+  return seqio.SentencePieceVocabulary(path, extra_ids=DEFAULT_EXTRA_IDS)
+
+
+def output_features(path: str = DEFAULT_SPM_PATH) -> dict[str, seqio.Feature]:
+  """`inputs` and `targets`, both on the T5 vocabulary; EOS is appended by `tokenize_monot5`."""
+  vocab = seqio_vocabulary(path)
+  return {"inputs": seqio.Feature(vocab, add_eos=True), "targets": seqio.Feature(vocab, add_eos=True)}
+
+
+def split_triples(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """Each triple becomes two labelled pairs, the positive first (class-balanced interleaving).
+
+  {"query": "q", "positive": "p", "negative": "n"}
+    -> {"query": "q", "document": "p", "label": 1}, {"query": "q", "document": "n", "label": 0}
+  """
+
+  def pairs(ex):
+    return tf.data.Dataset.from_tensor_slices({
+        "query": tf.stack([ex["query"], ex["query"]]),
+        "document": tf.stack([ex["positive"], ex["negative"]]),
+        "label": tf.constant([1, 0], tf.int32),
+    })
+
+  return dataset.flat_map(pairs)
+
+
+def target_texts(targets: TargetSpec, spm_path: str = DEFAULT_SPM_PATH) -> tuple[str, str]:
+  """(positive, negative) target text for a variant name or pair; each text is one piece of the
+  vocabulary, checked here (`▁ab` is written `ab`, which SentencePiece encodes as `▁ab`)."""
+  vocab = load_vocabulary(spm_path)
+  ids = resolve_target_words(vocab, targets)
+  words = vocab.id_to_piece(ids[0]), vocab.id_to_piece(ids[1])
+  texts = tuple(w[1:] if w.startswith("▁") else w for w in words)
+  for text, token_id in zip(texts, ids):
+    if vocab.encode(text) != [token_id]:
+      raise ValueError(f"target text {text!r} does not encode to the single piece {token_id}")
+  return texts
+
+
+def format_monot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
+                  spm_path: str = DEFAULT_SPM_PATH) -> tf.data.Dataset:
+  """Adds the monoT5 input text and the target word for the label.
+
+  {"query": "what is a deductible", "document": "The amount you pay first.", "label": 1}
+    -> same + {"inputs": "Query: what is a deductible Document: The amount you pay first. Relevant:",
+               "targets": "true"}
+  (with targets="hot_cold" the target would be "hot"; label 0 gives the negative word.)
+  """
+  positive, negative = target_texts(targets, spm_path)
+
+  def fmt(ex):
+    inputs = tf.strings.join(["Query: ", ex["query"], " Document: ", ex["document"], " Relevant:"])
+    word = tf.where(ex["label"] > 0, tf.constant(positive), tf.constant(negative))
+    return {**ex, "inputs": inputs, "targets": word}
+
+  return dataset.map(fmt, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def tokenize_monot5(dataset: tf.data.Dataset, output_features: Mapping[str, seqio.Feature],
+                    sequence_length: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
+  """Token ids as `t5rank.inputs.encode_pairs` makes them, plus the target word's id and EOS.
+
+  The query and the document are tokenized separately and put between the template's words; when
+  the input would pass `sequence_length["inputs"]` (512 when not given) the document is cut, then
+  (only if needed) the query's end; "Relevant:" and EOS are always kept. Texts are kept as
+  `inputs_pretokenized` / `targets_pretokenized`.
+
+  {"query": "q", "document": "d", "label": 1, "inputs": "Query: q ...", "targets": "true"}
+    -> {"query": ..., "document": ..., "label": 1,
+        "inputs": [3, 27569, 10, <q ids>, 11167, 10, <d ids>, 31484, 17, 10, 1],
+        "targets": [1176, 1],
+        "inputs_pretokenized": "Query: q ...", "targets_pretokenized": "true"}
+  """
+  import tensorflow_text as tf_text
+
+  vocab = output_features["inputs"].vocabulary
+  max_length = (sequence_length or {}).get("inputs") or DEFAULT_MAX_LENGTH
+  ours = load_vocabulary(vocab.sentencepiece_model_file, vocab.extra_ids)
+  # The unmodified model, as `t5rank.vocab` uses it: SeqIO's copy adds the sentinels as pieces, so
+  # it would read a literal "<extra_id_0>" in a document as one sentinel id, unlike the scorer.
+  tokenizer = tf_text.SentencepieceTokenizer(model=ours.model_proto, out_type=tf.int32)
+  marks = TemplateIds(ours)
+  fixed = len(marks.query) + len(marks.document) + len(marks.relevant) + 1
+  if fixed > max_length:
+    raise ValueError(f"max_length {max_length} cannot hold the template itself ({fixed} tokens)")
+  query_mark, document_mark = tf.constant(marks.query, tf.int32), tf.constant(marks.document, tf.int32)
+  suffix = tf.constant(marks.relevant + [EOS_ID], tf.int32)
+
+  def tokenize(ex):
+    query = tokenizer.tokenize(ex["query"])[:max_length - fixed]
+    room = max_length - fixed - tf.shape(query)[0]
+    document = tokenizer.tokenize(ex["document"])[:room]
+    targets = tokenizer.tokenize(ex["targets"])
+    return {**ex,
+            "inputs": tf.concat([query_mark, query, document_mark, document, suffix], 0),
+            "targets": tf.concat([targets, [EOS_ID]], 0),
+            "inputs_pretokenized": ex["inputs"], "targets_pretokenized": ex["targets"]}
+
+  return dataset.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def query_records_to_triples(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """Per-query records (the TFDS InsuranceQA form) -> every (positive, negative) triple, in order.
+
+  {"query": "q", "positives": ["p1", "p2"], "negatives": ["n1", "n2", "n3"]}
+    -> {"query": "q", "positive": "p1", "negative": "n1"}, (p1, n2), (p1, n3), (p2, n1), ...
+  """
+
+  def triples(ex):
+    positives, negatives = ex["positives"], ex["negatives"]
+    n_pos, n_neg = tf.size(positives), tf.size(negatives)
+    pos = tf.repeat(positives, n_neg)
+    neg = tf.tile(negatives, [n_pos])
+    return tf.data.Dataset.from_tensor_slices(
+        {"query": tf.fill([n_pos * n_neg], ex["query"]), "positive": pos, "negative": neg})
+
+  return dataset.flat_map(triples)

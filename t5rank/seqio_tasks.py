@@ -1,0 +1,144 @@
+"""SeqIO Tasks for monoT5 training: a triple source plus the preprocessors of `t5rank.preprocessors`.
+
+`tasks/__init__.py` calls the functions here to register every task; nothing here registers on
+import. Task names are `{dataset}_monot5_{targets}`, e.g. `insuranceqa_en_monot5_hot_cold`; the
+data-poor ones add `_{n}_s{seed}`, e.g. `insuranceqa_en_monot5_true_false_1k_s0`.
+
+Shuffling happens in the source, on triples (each task sets `shuffle_buffer_size=None`), so the
+positive and negative of a triple stay next to each other through the preprocessors and every even
+batch is class-balanced. Train with `t5rank.training_data.training_dataset`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Mapping, Optional, Sequence
+
+import seqio
+import tensorflow as tf
+
+from t5rank import preprocessors
+from t5rank.sources import TripleTable
+from t5rank.vocab import TargetSpec
+
+TRIPLE_SIGNATURE = {"query": tf.TensorSpec((), tf.string),
+                    "positive": tf.TensorSpec((), tf.string),
+                    "negative": tf.TensorSpec((), tf.string)}
+
+# The paper's six (Table 4) and mT5's yes/no.
+VARIANTS = ("true_false", "false_true", "hot_cold", "apple_orange", "hot_orange", "ab_de", "yes_no")
+
+
+class TripleSource(seqio.DataSource):
+  """A SeqIO source of `{query, positive, negative}` triples from a `TripleTable` per split.
+
+  `load(split)` is called when a dataset is first asked for (never at registration). With
+  `data_poor=(n, seed)` the table is cut to n positives + n negatives drawn with `seed`.
+  """
+
+  def __init__(self, load: Callable[[str], TripleTable], splits: Sequence[str],
+               data_poor: Optional[tuple[int, int]] = None):
+    super().__init__(splits=splits, performs_internal_shuffling=True)
+    self.load = load
+    self.data_poor = data_poor
+
+  def with_data_poor(self, n: int, seed: int) -> "TripleSource":
+    """The same source cut to n positives + n negatives drawn with `seed`."""
+    return TripleSource(self.load, self.splits, data_poor=(n, seed))
+
+  @property
+  def supports_arbitrary_sharding(self) -> bool:
+    return True
+
+  def list_shards(self, split: str) -> Sequence[str]:
+    return [split]
+
+  def table(self, split: str) -> TripleTable:
+    """The split's table (after data-poor sampling)."""
+    if split not in self.splits:
+      raise ValueError(f"unknown split {split!r}; this source has {list(self.splits)}")
+    table = self.load(split)
+    if self.data_poor:
+      table = table.subsample(*self.data_poor)
+    return table
+
+  def num_input_examples(self, split: str) -> int:
+    return len(self.table(split))
+
+  def triples(self, split: str, *, seed: int = 0, shuffle: bool = True, start: int = 0,
+              num_epochs: Optional[int] = None, shard_index: int = 0,
+              num_shards: int = 1) -> tf.data.Dataset:
+    """The triple stream from global position `start` (see `TripleTable.triples`) as a dataset."""
+    table = self.table(split)
+
+    def generate():
+      for query, positive, negative in table.triples(
+          seed=seed, shuffle=shuffle, start=start, num_epochs=num_epochs,
+          shard_index=shard_index, num_shards=num_shards):
+        yield {"query": query, "positive": positive, "negative": negative}
+
+    return tf.data.Dataset.from_generator(generate, output_signature=TRIPLE_SIGNATURE)
+
+  def get_dataset(self, split: str = "train", shuffle: bool = True, seed: Optional[int] = None,
+                  shard_info: Optional[seqio.ShardInfo] = None, *,
+                  sequence_length: Optional[Mapping[str, int]] = None, use_cached: bool = False,
+                  num_epochs: Optional[int] = 1) -> tf.data.Dataset:
+    """One epoch of triples (SeqIO's interface; `Task.get_dataset` repeats it)."""
+    del sequence_length, use_cached, num_epochs
+    shard = shard_info or seqio.ShardInfo(0, 1)
+    return self.triples(split, seed=seed or 0, shuffle=shuffle, num_epochs=1,
+                        shard_index=shard.index, num_shards=shard.num_shards)
+
+
+def monot5_preprocessors(targets: TargetSpec) -> list[Callable[..., tf.data.Dataset]]:
+  """Triples -> balanced pairs -> monoT5 text -> ids, for a target-word variant."""
+  return [preprocessors.split_triples,
+          functools.partial(preprocessors.format_monot5, targets=targets),
+          preprocessors.tokenize_monot5]
+
+
+def register_monot5_task(name: str, source: seqio.DataSource, targets: TargetSpec,
+                         source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = ()
+                         ) -> seqio.Task:
+  """Registers a monoT5 task on a triple source; `source_preprocessors` turn the source's rows into
+  triples when they are not triples already (e.g. `query_records_to_triples` for TFDS InsuranceQA).
+
+  A `seqio.CacheDatasetPlaceholder` marks where the rows are triples: `training_dataset` shuffles
+  and skips there. Tasks on a `TripleSource` shuffle triples inside the source; others must be
+  trained through `training_dataset` (`Task.get_dataset(shuffle=True)` refuses them)."""
+  return seqio.TaskRegistry.add(
+      name, source=source, output_features=preprocessors.output_features(),
+      preprocessors=[*source_preprocessors, seqio.CacheDatasetPlaceholder(),
+                     *monot5_preprocessors(targets)],
+      shuffle_buffer_size=None)
+
+
+def register_variants(dataset: str, source: seqio.DataSource,
+                      source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = (),
+                      variants: Sequence[str] = VARIANTS) -> list[str]:
+  """`{dataset}_monot5_{variant}` for each target variant; returns the names."""
+  names = []
+  for variant in variants:
+    names.append(f"{dataset}_monot5_{variant}")
+    register_monot5_task(names[-1], source, variant, source_preprocessors)
+  return names
+
+
+def data_poor_name(task_name: str, n: int, seed: int) -> str:
+  """`{task}_{n}_s{seed}` with n written as 1k / 10k when a multiple of 1000."""
+  size = f"{n // 1000}k" if n % 1000 == 0 else str(n)
+  return f"{task_name}_{size}_s{seed}"
+
+
+def register_data_poor(task_name: str, n: int, seeds: Sequence[int]) -> list[str]:
+  """Data-poor copies of a registered `TripleSource` task: n positives + n negatives per seed (the
+  paper: n = 1000 or 10000, five trials)."""
+  task = seqio.TaskRegistry.get(task_name)
+  if not isinstance(task.source, TripleSource):
+    raise TypeError(f"{task_name}: data-poor sampling needs a TripleSource task")
+  names = []
+  for seed in seeds:
+    names.append(data_poor_name(task_name, n, seed))
+    seqio.TaskRegistry.add(names[-1], source=task.source.with_data_poor(n, seed), output_features=task.output_features,
+                           preprocessors=task.preprocessors, shuffle_buffer_size=None)
+  return names

@@ -1,0 +1,148 @@
+"""Task registrations and the training pipeline: balance, determinism, resume, shards, TFDS, CLI."""
+
+import itertools
+
+import gin
+import numpy as np
+import pytest
+import seqio
+import tensorflow_datasets as tfds
+
+import t5rank.tasks
+from t5rank import cli, preprocessors, seqio_tasks, tfds_builders
+from t5rank.training_data import training_dataset
+from t5rank.vocab import load_vocabulary
+
+LENGTHS = {"inputs": 32, "targets": 2}
+TRUE, FALSE = 1176, 6136
+
+
+def test_import_registers_every_dataset_and_variant():
+  names = set(seqio.TaskRegistry.names())
+  for dataset in ("insuranceqa_en", "insuranceqa_zh", "msmarco_passage", "msmarco_passage_qidpid",
+                  "generic", "insuranceqa_en_tfds", "insuranceqa_zh_tfds", "msmarco_passage_tfds"):
+    for variant in seqio_tasks.VARIANTS:
+      assert f"{dataset}_monot5_{variant}" in names
+  assert "insuranceqa_en_monot5_true_false_1k_s4" in names
+  assert "msmarco_passage_monot5_true_false_10k_s0" in names
+  assert t5rank.tasks.__file__.endswith("tasks/__init__.py")
+
+
+def _batches(name, n, **kwargs):
+  kwargs = {"batch_size": 4, "feature_lengths": LENGTHS, "seed": 3, "split": "validation", **kwargs}
+  return list(itertools.islice(training_dataset(name, **kwargs), n))
+
+
+def _equal(a, b):
+  assert len(a) == len(b)
+  for x, y in zip(a, b):
+    assert x.keys() == y.keys()
+    for k in x:
+      np.testing.assert_array_equal(x[k], y[k])
+
+
+def test_batches_are_balanced_deterministic_and_resumable():
+  name = "insuranceqa_en_monot5_hot_cold"
+  batches = _batches(name, 4)
+  for batch in batches:
+    assert batch["encoder_input_tokens"].shape == (4, 32)
+    assert batch["decoder_target_tokens"][:, 0].tolist() == [1312, 2107] * 2  # ▁hot, ▁cold
+    pos, neg = batch["encoder_input_tokens"][0], batch["encoder_input_tokens"][1]
+    assert pos[:10].tolist() == neg[:10].tolist()  # same query, first the positive
+  _equal(batches, _batches(name, 4))
+  _equal(batches[3:], _batches(name, 1, start_step=3))
+  assert not np.array_equal(batches[0]["encoder_input_tokens"],
+                            _batches(name, 1, seed=4)[0]["encoder_input_tokens"])
+
+
+def test_shards_split_each_global_batch():
+  name = "insuranceqa_en_monot5_true_false"
+  whole = _batches(name, 2, batch_size=8, start_step=5)
+  parts = [_batches(name, 2, batch_size=8, start_step=5, shard_index=i, num_shards=2)
+           for i in range(2)]
+  for step in range(2):
+    rows = whole[step]["encoder_input_tokens"].reshape(2, 2, 2, -1)  # (pair/2, shard, 2, L)
+    for i in range(2):
+      assert parts[i][step]["decoder_target_tokens"][:, 0].tolist() == [TRUE, FALSE] * 2
+      np.testing.assert_array_equal(parts[i][step]["encoder_input_tokens"].reshape(2, 2, -1),
+                                    rows[:, i])
+
+
+def test_odd_batches_are_refused():
+  with pytest.raises(ValueError, match="multiple of 2 \\* num_shards"):
+    training_dataset("insuranceqa_en_monot5_true_false", batch_size=6, feature_lengths=LENGTHS,
+                     seed=0, num_shards=2)
+
+
+@pytest.fixture
+def generic_files(tmp_path):
+  """Four queries with one relevant and two candidate non-relevant documents each, bound in gin."""
+  (tmp_path / "q.tsv").write_text("".join(f"q{i}\tis car {i} covered\n" for i in range(4)))
+  (tmp_path / "c.jsonl").write_text("".join(
+      f'{{"id": "d{i}", "text": "yes car {i} is"}}\n{{"id": "n{i}", "text": "boats {i} float"}}\n'
+      for i in range(4)))
+  (tmp_path / "qrels").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(4)))
+  (tmp_path / "run").write_text("".join(f"q{i} d{i}\nq{i} n{i}\nq{i} n{(i + 1) % 4}\n"
+                                        for i in range(4)))
+  with gin.unlock_config():
+    for key, file in (("queries", "q.tsv"), ("corpus", "c.jsonl"), ("qrels", "qrels"),
+                      ("run", "run")):
+      gin.bind_parameter(f"generic_triples.{key}", str(tmp_path / file))
+  yield
+  gin.clear_config()
+
+
+def test_packed_batches_resume_exactly(generic_files):
+  kwargs = dict(split="train", feature_lengths={"inputs": 48, "targets": 8}, pack=True,
+                batch_size=2)
+  batches = _batches("generic_monot5_true_false", 4, **kwargs)
+  assert batches[0]["encoder_segment_ids"].max() >= 2  # several examples per row
+  assert batches[0]["decoder_segment_ids"].shape == (2, 8)
+  _equal(batches[2:], _batches("generic_monot5_true_false", 2, start_step=2, **kwargs))
+
+
+def test_generic_task_from_gin_bound_files(generic_files):
+  batch = _batches("generic_monot5_yes_no", 1, split="train", batch_size=2, seed=0)[0]
+  vocab = load_vocabulary()
+  query, positive, negative = (vocab.decode(row) for row in (
+      batch["encoder_input_tokens"][0][:8], *batch["encoder_input_tokens"]))
+  i = positive.split()[3]
+  assert positive == f"Query: is car {i} covered Document: yes car {i} is Relevant:"
+  assert negative.startswith(f"Query: is car {i} covered Document: boats ")
+  assert batch["decoder_target_tokens"].tolist() == [[4273, 1], [150, 1]]  # ▁yes, ▁no
+
+
+def test_insuranceqa_tfds_builder_and_tfds_task(tmp_path):
+  config = tfds_builders.InsuranceqaV2Config(name="en_tiny", language="en", max_queries=3)
+  builder = tfds_builders.InsuranceqaV2(config=config, data_dir=str(tmp_path))
+  builder.download_and_prepare()
+  records = list(tfds.as_numpy(builder.as_dataset(split="validation", shuffle_files=False)))
+  assert sorted(r["query_id"] for r in records) == [b"0", b"1", b"2"]
+  first = next(r for r in records if r["query_id"] == b"0")
+  assert first["query"] == b"Does  Medicare  Pick  Up  Co  Pays?"
+  assert len(first["positives"]) == 1 and len(first["negatives"]) == 200
+
+  source = seqio.TfdsDataSource("insuranceqa_v2:2.0.0", tfds_data_dir=str(tmp_path),
+                                tfds_builder_kwargs={"config": config},
+                                splits=["train", "validation"])
+  name = "test_insuranceqa_tiny_monot5_true_false"
+  seqio_tasks.register_monot5_task(name, source, "true_false",
+                                   [preprocessors.query_records_to_triples])
+  try:
+    batches = _batches(name, 2, shuffle_buffer_size=1000)
+    _equal(batches[1:], _batches(name, 1, shuffle_buffer_size=1000, start_step=1))
+  finally:
+    seqio.TaskRegistry.remove(name)
+  for batch in batches:
+    assert batch["decoder_target_tokens"][:, 0].tolist() == [TRUE, FALSE] * 2
+
+
+def test_inspect_task_prints_decoded_examples(capsys):
+  assert cli.main(["inspect-task", "insuranceqa_en_monot5_apple_orange", "--split", "test",
+                   "--n", "2", "--max_length", "24"]) == 0
+  out = capsys.readouterr().out
+  assert out.count("--- example") == 2
+  assert "targets text: apple" in out and "targets text: orange" in out
+  assert "inputs text:  Query: What  Happens  When  Term  Life  Insurance  Is  Paid  Up?" in out
+  assert "targets (2 ids): [8947, 1]" in out
+  assert "'▁Relevan', 't', ':', '</s>'" in out
