@@ -336,10 +336,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+  import bm25s  # sets its logger to DEBUG when imported
   from t5rank.readers import read_corpus, read_queries, read_run, write_run
 
   logging.basicConfig(level=logging.INFO, format="%(message)s")
-  logging.getLogger("bm25s").setLevel(logging.WARNING)
+  logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   start = time.perf_counter()
   corpus = read_corpus(args.corpus)
   queries = read_queries(args.queries)
