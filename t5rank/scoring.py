@@ -408,10 +408,26 @@ def parse_targets(text: str) -> str | tuple[str, str]:
   return text
 
 
+def checkpoint_vocabulary(path: str) -> tuple[Optional[str], Optional[str | tuple[str, str]]]:
+  """(vocabulary path, target words) a native checkpoint names in its metadata.json (keys
+  `vocabulary`, relative to the checkpoint, and `target_words`, a name or a pair), else None."""
+  from t5rank.checkpoints import native
+
+  if not native.is_native_checkpoint(path):
+    return None, None
+  metadata = native.read_metadata(path)
+  vocabulary, targets = metadata.get("vocabulary"), metadata.get("target_words")
+  if vocabulary is not None:
+    vocabulary = os.path.join(path, vocabulary)
+  return vocabulary, (tuple(targets) if isinstance(targets, list) else targets)
+
+
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("score", help="rerank a candidate run with a monoT5 checkpoint",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--checkpoint", required=True, help="checkpoint in any format t5rank loads")
+  p.add_argument("--config", help="model config name (see t5rank.config), for checkpoints without "
+                 "one (Mesh TF, t5x)")
   p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
   p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
   p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
@@ -432,9 +448,10 @@ def add_parser(subparsers) -> None:
   p.add_argument("--skip-missing", action="store_true",
                  help="skip candidates whose query or document is unknown (and report them)")
   p.add_argument("--tag", default=ScoringOptions.tag, help="run tag (last column)")
-  p.add_argument("--vocab", help="SentencePiece model (default: the checkpoint's, else T5's)")
+  p.add_argument("--vocab", help="SentencePiece model (default: the one the checkpoint's "
+                 "metadata.json names, else T5's)")
   p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
-                 "(default: the checkpoint's, else true_false)")
+                 "(default: the checkpoint's metadata.json `target_words`, else true_false)")
   p.add_argument("--dtype", choices=("float32", "bfloat16"), help="activation dtype override")
   p.add_argument("--distributed", action="store_true",
                  help="call jax.distributed.initialize() first (one process per host)")
@@ -445,27 +462,35 @@ def run(args: argparse.Namespace) -> int:
   import jax
 
   from t5rank.checkpoints import load_checkpoint
-  from t5rank.readers import read_corpus, read_queries, read_run
+  from t5rank.config import get_config
+  from t5rank.readers import InputFormatError, read_corpus, read_queries, read_run
   from t5rank.vocab import DEFAULT_SPM_PATH, load_vocabulary, resolve_target_words
 
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   if args.distributed:
     jax.distributed.initialize()
-  config, params = load_checkpoint(args.checkpoint)
+  try:  # bad input fails before the checkpoint is loaded
+    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
+    candidates = check_candidates(read_run(args.run), queries, corpus,
+                                  skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
+  except (InputFormatError, MissingIdsError) as e:
+    raise SystemExit(f"t5rank score: {e}") from None
+  config, params = load_checkpoint(args.checkpoint, get_config(args.config) if args.config else None)
   if args.dtype:
     config = config.replace(dtype=args.dtype)
-  vocab = load_vocabulary(args.vocab or DEFAULT_SPM_PATH)
-  target_ids = resolve_target_words(vocab, parse_targets(args.targets or "true_false"))
+  stored_vocab, stored_targets = checkpoint_vocabulary(args.checkpoint)
+  vocab = load_vocabulary(args.vocab or stored_vocab or DEFAULT_SPM_PATH)
+  targets = parse_targets(args.targets) if args.targets else stored_targets or "true_false"
   options = ScoringOptions(
       aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
       max_length=args.max_length, batch_tokens=args.batch_tokens, shard_size=args.shard_size,
       skip_missing=args.skip_missing, tag=args.tag)
   reranked = score_candidates(
-      params, config=config, vocab=vocab, target_ids=target_ids,
-      queries=read_queries(args.queries), corpus=read_corpus(args.corpus),
-      candidates=read_run(args.run), output=args.output, options=options,
+      params, config=config, vocab=vocab, target_ids=resolve_target_words(vocab, targets),
+      queries=queries, corpus=corpus, candidates=candidates, output=args.output, options=options,
       per_passage_output=args.per_passage_output, model_id=os.path.abspath(args.checkpoint),
       sources=(args.queries, args.corpus))
   if jax.process_index() == 0:
-    print(f"wrote {sum(map(len, reranked.values()))} documents for {len(reranked)} queries to {args.output}")
+    documents = sum(map(len, reranked.values()))
+    print(f"wrote {documents} documents for {len(reranked)} queries to {args.output}")
   return 0

@@ -30,15 +30,25 @@ MICRO = dict(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_encoder_layers=1, nu
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="module")
-def model():
+def random_params(config, seed: int = 0):
+  """Random parameters of `config`'s shapes (shapes traced, values from numpy: no compilation)."""
+  import functools
+
   import jax
 
-  from t5rank.config import get_config
   from t5rank.network import init_params
 
+  shapes = jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0))
+  rng = np.random.default_rng(seed)
+  return jax.tree.map(lambda s: rng.normal(0, 0.2, s.shape).astype(np.float32), shapes)
+
+
+@pytest.fixture(scope="module")
+def model():
+  from t5rank.config import get_config
+
   config = get_config("tiny", **MICRO)
-  return config, init_params(config, jax.random.PRNGKey(0))
+  return config, random_params(config)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -107,7 +117,7 @@ def test_bucket_batches_cover_each_item_once_in_fixed_shapes():
 
 
 def test_shuffled_bucketed_batch_equals_one_pair_at_a_time(model):
-  from t5rank.score import monot5_score, score_step
+  from t5rank.score import score_step  # monot5_score, compiled
   from t5rank.scoring import data_sharding, replicate, score_batches
 
   config, params = model
@@ -129,9 +139,6 @@ def test_shuffled_bucketed_batch_equals_one_pair_at_a_time(model):
                                             target_ids=targets)
     np.testing.assert_allclose(log_p[i], expected_log_p[0], rtol=0, atol=1e-6)
     np.testing.assert_allclose(p[i], expected_p[0], rtol=0, atol=1e-6)
-  # score_step is monot5_score compiled: check that too on one pair.
-  eager = monot5_score(params, np.array([ids[0]]), config=config, target_ids=targets)[0]
-  np.testing.assert_allclose(log_p[0], eager[0], rtol=0, atol=1e-6)
 
 
 def test_encode_shard_equals_encode_pairs():
@@ -185,13 +192,13 @@ def _write_inputs(directory, num_queries: int = 5, docs_per_query: int = 10) -> 
   return paths
 
 
-# Scores the inputs with the micro model; SLOW=1 sleeps after each shard so that it can be killed.
+# Scores the inputs with the micro model on 2 CPU devices; SLOW=1 sleeps after each shard so that
+# the process can be killed between shards.
 SCRIPT = textwrap.dedent("""
     import json, logging, os, sys, time
-    import jax
     from t5rank import scoring
     from t5rank.config import get_config
-    from t5rank.network import init_params
+    from test_scoring import random_params
     from t5rank.readers import read_corpus, read_queries, read_run
     from t5rank.vocab import load_vocabulary, resolve_target_words
 
@@ -203,19 +210,21 @@ SCRIPT = textwrap.dedent("""
     config = get_config("tiny", **json.loads(sys.argv[3]))
     vocab = load_vocabulary()
     scoring.score_candidates(
-        init_params(config, jax.random.PRNGKey(0)), config=config, vocab=vocab,
+        random_params(config), config=config, vocab=vocab,
         target_ids=resolve_target_words(vocab, "true_false"),
         queries=read_queries(os.path.join(directory, "q.tsv")),
         corpus=read_corpus(os.path.join(directory, "c.jsonl")),
         candidates=read_run(os.path.join(directory, "cand.run")), output=output,
         options=scoring.ScoringOptions(window=0, max_length=64, batch_tokens=512, shard_size=5),
         progress=False)
-    print("tensorflow" in sys.modules)
+    import jax
+    print(jax.local_device_count(), "tensorflow" in sys.modules)
 """)
 
 
 def _run_script(directory: str, output: str, slow: bool = False) -> subprocess.Popen:
-  env = dict(os.environ, PYTHONPATH=ROOT, SLOW="1" if slow else "")
+  env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT}/tests", SLOW="1" if slow else "",
+             XLA_FLAGS="--xla_force_host_platform_device_count=2")  # batches split over 2 devices
   return subprocess.Popen([sys.executable, "-c", SCRIPT, directory, output, json.dumps(MICRO)],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -241,7 +250,7 @@ def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path):
   for process in (resumed, uninterrupted):
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr
-    assert stdout.strip() == "False"  # TensorFlow was never imported
+    assert stdout.split() == ["2", "False"]  # 2 devices; TensorFlow was never imported
     logs.append(stderr)
   assert f"50 pairs in 10 shards; this host (0 of 1) has 10 shards, {done} already done" in logs[0]
   with open(interrupted) as a, open(whole) as b:
@@ -250,3 +259,61 @@ def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path):
   run = read_run(whole)
   assert sorted(run) == [f"q{q}" for q in range(5)] and all(len(d) == 10 for d in run.values())
   assert read_run(paths["cand.run"]).keys() == run.keys()
+
+
+CLI_SCRIPT = textwrap.dedent("""
+    import sys
+    from t5rank.cli import main
+    code = main(sys.argv[1:])
+    print("tensorflow" in sys.modules)
+    sys.exit(code)
+""")
+
+
+def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
+  from t5rank.checkpoints import save_checkpoint
+
+  config, params = model
+  save_checkpoint(str(tmp_path / "ckpt"), params, config)
+  (tmp_path / "q.tsv").write_text("1\tcan i cancel my policy?\n2\twhat is a premium?\n")
+  long = " ".join(f"You can cancel in writing, reason {i}." for i in range(12))  # 2 windows
+  (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(d) for d in [
+      {"id": "long", "text": long}, {"id": "short", "text": "A premium is a payment."},
+      {"id": "empty", "text": ""}, {"id": "titled", "title": "Premiums", "text": "Paid monthly."},
+  ]) + "\n")
+  (tmp_path / "cand.tsv").write_text("1\tlong\n1\tshort\n1\tempty\n2\ttitled\n2\tshort\n2\tlong\n")
+  output, passages = str(tmp_path / "out.run"), str(tmp_path / "passages.tsv")
+  command = [sys.executable, "-c", CLI_SCRIPT, "score", "--checkpoint", str(tmp_path / "ckpt"),
+             "--queries", str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.jsonl"),
+             "--run", str(tmp_path / "cand.tsv"), "--output", output, "--max-length", "64",
+             "--batch-tokens", "512", "--per-passage-output", passages, "--tag", "mono"]
+  done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                        text=True, timeout=300)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.splitlines() == [f"wrote 6 documents for 2 queries to {output}", "False"]
+
+  lines = [line.split() for line in open(output)]
+  assert [(l[0], l[3], l[5]) for l in lines] == [
+      ("1", "1", "mono"), ("1", "2", "mono"), ("1", "3", "mono"),
+      ("2", "1", "mono"), ("2", "2", "mono"), ("2", "3", "mono")]
+  for qid in ("1", "2"):
+    ranked = [(-float(l[4]), l[2]) for l in lines if l[0] == qid]
+    assert ranked == sorted(ranked)  # score descending, then docid ascending
+  rows = [line.rstrip("\n").split("\t") for line in open(passages)]
+  assert [r[:3] for r in rows] == [["1", "long", "0"], ["1", "long", "1"], ["1", "short", "0"],
+                                   ["1", "empty", "0"], ["2", "titled", "0"], ["2", "short", "0"],
+                                   ["2", "long", "0"], ["2", "long", "1"]]
+  run = read_run(output)
+  for qid, docid, window, log_p, p, winner in rows:
+    assert np.isclose(float(p), np.exp(float(log_p)), rtol=1e-6)
+    if winner == "1":  # MaxP: the document's score is its winning window's
+      assert dict(run[qid])[docid] == float(log_p)
+  assert sum(r[5] == "1" for r in rows) == 6  # one winner per document
+
+  (tmp_path / "bad.tsv").write_text("1\tlong\n1\tnowhere\n")
+  command[command.index("--run") + 1] = str(tmp_path / "bad.tsv")
+  done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                        text=True, timeout=300)
+  assert done.returncode == 1
+  assert "1 candidate(s) name unknown ids: 1 document id(s) missing from" in done.stderr
+  assert "'nowhere'. Pass --skip-missing to skip them." in done.stderr
