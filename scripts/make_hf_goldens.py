@@ -16,12 +16,15 @@ transformers' PyTorch T5 in float32:
   tests/golden/relative_position_buckets.npz   HF's bucket of every relative position -600..600,
                                                 bidirectional and causal, for two bucket settings
   tests/golden/hf_goldens.json                 versions and settings used
+It then checks the other direction: t5rank's import and re-export of each checkpoint loads in
+transformers and gives the same logits, bit for bit.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 import numpy as np
 
@@ -107,6 +110,21 @@ def bucket_tables() -> dict[str, np.ndarray]:
   return tables
 
 
+def check_t5rank_export(directory: str, inputs: dict[str, np.ndarray],
+                        reference: dict[str, np.ndarray], tmp_dir: str) -> None:
+  """Raises unless t5rank's HF import + export of `directory` reproduces `reference` in torch."""
+  from t5rank.checkpoints import load_checkpoint
+  from t5rank.checkpoints.hf import save_hf_checkpoint
+
+  config, params = load_checkpoint(directory)
+  save_hf_checkpoint(tmp_dir, params, config)
+  model = transformers.T5ForConditionalGeneration.from_pretrained(tmp_dir).eval()
+  logits = reference_outputs(model, inputs)["logits"]
+  if not np.array_equal(logits, reference["logits"]):
+    raise AssertionError(f"{directory}: t5rank's export differs by "
+                         f"{np.abs(logits - reference['logits']).max()}")
+
+
 def main() -> None:
   torch.set_num_threads(1)
   os.makedirs(GOLDEN_DIR, exist_ok=True)
@@ -115,8 +133,10 @@ def main() -> None:
     directory = os.path.join(GOLDEN_DIR, f"hf_{name}")
     model.save_pretrained(directory, safe_serialization=True)
     inputs = make_inputs(seed)
-    np.savez_compressed(os.path.join(directory, "reference.npz"), **inputs,
-                        **reference_outputs(model, inputs))
+    reference = reference_outputs(model, inputs)
+    np.savez_compressed(os.path.join(directory, "reference.npz"), **inputs, **reference)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+      check_t5rank_export(directory, inputs, reference, tmp_dir)
   np.savez_compressed(os.path.join(GOLDEN_DIR, "relative_position_buckets.npz"), **bucket_tables())
   with open(os.path.join(GOLDEN_DIR, "hf_goldens.json"), "w") as f:
     json.dump({"torch": torch.__version__, "transformers": transformers.__version__,

@@ -11,19 +11,17 @@ import json
 import os
 import re
 
-import jax
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
 from t5rank.checkpoints import (CheckpointError, detect_format, load_checkpoint, save_checkpoint)
 from t5rank.checkpoints.hf import config_from_hf, config_to_hf, save_hf_checkpoint
-from t5rank.checkpoints.layout import flatten, unflatten
+from t5rank.checkpoints.layout import flatten, param_shapes, unflatten
 from t5rank.checkpoints.mesh_tf import save_mesh_tf_checkpoint
 from t5rank.checkpoints.native import read_metadata
 from t5rank.cli import main as cli_main
 from t5rank.config import T5Config
-from t5rank.network import init_params
 
 GOLDEN_V1_0 = os.path.join(os.path.dirname(__file__), "golden", "hf_v1_0")
 TINY = dict(vocab_size=64, d_model=16, num_heads=2, d_kv=4, d_ff=24, num_encoder_layers=2,
@@ -38,7 +36,10 @@ CONFIGS = {
 
 
 def random_params(config: T5Config, seed: int = 0):
-  return jax.tree_util.tree_map(np.asarray, init_params(config, jax.random.PRNGKey(seed)))
+  """Random float32 parameters of every shape `config` asks for (faster than initializing)."""
+  rng = np.random.default_rng(seed)
+  return unflatten({name: rng.standard_normal(shape).astype(np.float32)
+                    for name, shape in param_shapes(config).items()})
 
 
 def assert_identical(a, b):
@@ -147,6 +148,20 @@ def test_hf_sharded_with_stored_embedding_copies(tmp_path):
             str(sharded / "model-00002-of-00002.safetensors"), metadata={"format": "pt"})
   with pytest.raises(CheckpointError, match="'lm_head.weight' differs from"):
     load_checkpoint(str(sharded))
+
+
+def test_hf_bfloat16_weights_are_widened_to_float32(tmp_path):
+  import ml_dtypes
+  config = CONFIGS["v1_1"]
+  save_hf_checkpoint(str(tmp_path), random_params(config), config)
+  tensors = {k: v.astype(ml_dtypes.bfloat16)
+             for k, v in load_file(str(tmp_path / "model.safetensors")).items()}
+  save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+  _, imported = load_checkpoint(str(tmp_path))
+  wo = imported["decoder"]["layers_1"]["mlp"]["wo"]["kernel"]
+  assert wo.dtype == np.float32
+  expected = tensors["decoder.block.1.layer.2.DenseReluDense.wo.weight"].astype(np.float32).T
+  assert np.array_equal(wo, expected)
 
 
 @pytest.mark.parametrize("edit, message", [

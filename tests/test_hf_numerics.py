@@ -6,12 +6,13 @@ test needs neither torch nor transformers.
 
 import os
 
+import jax
 import numpy as np
 import pytest
 
 from t5rank.checkpoints.hf import load_hf_checkpoint
 from t5rank.network import T5, relative_position_buckets
-from t5rank.score import monot5_score
+from t5rank.score import score_step
 
 GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "golden")
 TARGET_IDS = (1176, 6136)
@@ -35,15 +36,15 @@ def test_golden_checkpoints_are_the_intended_architectures(golden):
 
 def test_full_logits_match_transformers(golden):
   _, config, params, reference = golden
-  logits = T5(config).apply({"params": params}, reference["input_ids"],
-                            reference["decoder_input_ids"])  # (B, T, V)
+  logits = jax.jit(T5(config).apply)({"params": params}, reference["input_ids"],
+                                     reference["decoder_input_ids"])  # (B, T, V)
   assert logits.shape == reference["logits"].shape
   np.testing.assert_allclose(np.asarray(logits), reference["logits"], rtol=0, atol=ATOL)
 
 
 def test_monot5_score_matches_transformers(golden):
   _, config, params, reference = golden
-  log_p, p = monot5_score(params, reference["input_ids"], config=config, target_ids=TARGET_IDS)
+  log_p, p = score_step(params, reference["input_ids"], config=config, target_ids=TARGET_IDS)
   np.testing.assert_allclose(np.asarray(log_p), reference["log_p_true"], rtol=0, atol=ATOL)
   np.testing.assert_allclose(np.asarray(p), reference["p_true"], rtol=0, atol=ATOL)
   assert 0.05 < reference["p_true"].min() and reference["p_true"].max() < 0.95  # not saturated
