@@ -79,7 +79,8 @@ def make_inputs(seed: int) -> dict[str, np.ndarray]:
   for row, n in enumerate(ROW_LENGTHS):
     input_ids[row, :n - 1] = rng.integers(3, VOCAB_SIZE, n - 1)
     input_ids[row, n - 1] = 1
-  decoder_input_ids = rng.integers(3, VOCAB_SIZE, (len(ROW_LENGTHS), DECODER_STEPS)).astype(np.int32)
+  decoder_input_ids = rng.integers(3, VOCAB_SIZE, (len(ROW_LENGTHS), DECODER_STEPS))
+  decoder_input_ids = decoder_input_ids.astype(np.int32)
   decoder_input_ids[:, 0] = 0
   return {"input_ids": input_ids, "attention_mask": (input_ids > 0).astype(np.int32),
           "decoder_input_ids": decoder_input_ids}

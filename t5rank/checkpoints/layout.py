@@ -1,6 +1,6 @@
-"""What every checkpoint format shares: t5rank's parameter names and shapes, the T5 module layout that
-Hugging Face and Mesh TensorFlow name their tensors after, and the checked copy from a foreign set of
-named tensors into t5rank's parameter tree.
+"""What every checkpoint format shares: t5rank's parameter names and shapes, the T5 module layout
+that Hugging Face and Mesh TensorFlow name their tensors after, and the checked copy from a foreign
+set of named tensors into t5rank's parameter tree.
 
 t5rank's parameters are named as in t5x (`encoder/layers_0/attention/query/kernel`, see
 `t5rank.network`). Hugging Face and Mesh TensorFlow name the same tensors after the original T5
@@ -160,7 +160,7 @@ def import_tensors(source: str, shapes: Mapping[str, Shape], read: Callable[[str
   problems = [(kind, items) for kind, items in
               (("missing", missing), ("misshaped", misshaped), ("unexpected", unexpected)) if items]
   if problems:
-    lines = [f"{source} does not match the T5 config {_describe(config)}:"]
+    lines = [f"{source}: tensors do not match the T5 config {_describe(config)}:"]
     for kind, items in problems:
       more = [f"... and {len(items) - MAX_LISTED} more"] if len(items) > MAX_LISTED else []
       lines.append(f"  {len(items)} {kind} tensor(s): " + "; ".join(items[:MAX_LISTED] + more))

@@ -58,7 +58,8 @@ def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:
                             "checkpoint (config.json is written last)")
   with open(config_path) as f:
     config = T5Config.from_json(f.read())
-  restored = ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory, PARAMS_DIR)))
+  params_dir = os.path.abspath(os.path.join(directory, PARAMS_DIR))
+  restored = ocp.StandardCheckpointer().restore(params_dir)
   return config, unflatten(check_params(restored, config, f"checkpoint {directory}"))
 
 
