@@ -18,6 +18,7 @@ COMMANDS = {
     "inspect-task": "t5rank.inspect_task",
     "retrieve": "t5rank.retrieval",
     "evaluate": "t5rank.evaluation",
+    "score": "t5rank.scoring",
 }
 
 
