@@ -15,6 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 COMMANDS = {
     "demo": "t5rank.demo",
     "convert": "t5rank.checkpoints.convert",
+    "train": "t5rank.train_cli",
     "inspect-task": "t5rank.inspect_task",
     "retrieve": "t5rank.retrieval",
     "evaluate": "t5rank.evaluation",

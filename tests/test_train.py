@@ -1,0 +1,167 @@
+"""The trainer: loss on packed rows, the real loop, resume after SIGKILL, the NaN stop, the gin files.
+
+All runs use a tiny T5 (vocab 128, d_model 32) on the synthetic task of `train_fixtures`.
+"""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import train_fixtures as fx
+from t5rank import train as train_lib
+from t5rank.config import get_config
+from t5rank.network import init_params
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LENGTHS = {"inputs": 16, "targets": 2}
+CONFIG = get_config("tiny", **fx.TINY_OVERRIDES)
+
+
+def read_scalars(logdir: str, tag: str, only: str = "") -> dict[int, float]:
+  """{step: value} of one scalar from the TensorBoard event files under `logdir` (or one file)."""
+  import tensorflow as tf
+  values = {}
+  for path in [only] if only else sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == tag:
+          values[event.step] = float(tf.make_ndarray(value.tensor))
+  return values
+
+
+def run_kwargs(model_dir: str, **overrides) -> dict:
+  kwargs = dict(model_config=CONFIG, task_name="synthetic", feature_lengths=LENGTHS, train_steps=6,
+                batch_size=4, model_dir=model_dir, dropout_rate=0.0, checkpoint_every=3,
+                log_every=1, seed=1, dataset_fn=fx.synthetic_dataset)
+  kwargs.update(overrides)
+  return kwargs
+
+
+def test_packed_rows_give_the_loss_of_the_same_examples_unpacked():
+  examples = fx.make_examples(np.random.default_rng(0), 6, max_length=7)
+  lengths = {"inputs": 24, "targets": 6}
+  unpacked = fx.pad_batch(examples, {"inputs": 8, "targets": 2})
+  packed = fx.pack_batch(examples, lengths, rows=2)
+  assert packed["decoder_segment_ids"].max() == 3  # three examples in each row
+  params = jax.jit(init_params, static_argnums=0)(CONFIG, jax.random.PRNGKey(0))
+  loss = jax.jit(lambda batch: train_lib.loss_and_metrics(
+      params, batch, config=CONFIG, dropout_rng=None)[1])
+  a, b = loss(unpacked), loss(packed)
+  np.testing.assert_allclose(float(a["loss"]), float(b["loss"]), rtol=1e-5)
+  np.testing.assert_allclose(float(a["accuracy"]), float(b["accuracy"]))
+  assert train_lib.batch_counts(unpacked) == train_lib.batch_counts(packed)
+
+
+def test_real_loop_trains_checkpoints_and_logs(tmp_path):
+  model_dir = str(tmp_path / "run")
+  metrics = train_lib.train(**run_kwargs(model_dir, train_steps=8, checkpoint_every=4,
+                                         keep_checkpoints=1, learning_rate=1e-2))
+  losses = read_scalars(os.path.join(model_dir, "train"), "loss")
+  assert sorted(losses) == list(range(1, 9))
+  assert losses[8] < losses[1]  # it learns something in 8 steps
+  assert metrics["loss"] == pytest.approx(losses[8], rel=1e-6)
+  assert metrics["examples_per_second"] > 0 and metrics["tokens_per_second"] > 0
+  assert read_scalars(os.path.join(model_dir, "train"), "learning_rate")[8] == pytest.approx(1e-2)
+  assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == ["8"]  # keep_checkpoints=1
+  with open(os.path.join(model_dir, "config.json")) as f:
+    assert type(CONFIG).from_json(f.read()) == CONFIG.replace(dropout_rate=0.0)
+
+
+# Dropout on: the resumed run must also draw the same dropout masks.
+RUN_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import test_train
+from t5rank import train
+train.train(**test_train.run_kwargs({model_dir!r}, dropout_rate=0.1))
+"""
+
+
+def _start(model_dir: str, cache_dir: str, hang_at_step: int = 0) -> subprocess.Popen:
+  """The same training command in a fresh process; the three runs share one compilation cache."""
+  env = dict(os.environ, T5RANK_TEST_HANG_AT_STEP=str(hang_at_step), JAX_PLATFORMS="cpu",
+             TF_CPP_MIN_LOG_LEVEL="3", JAX_COMPILATION_CACHE_DIR=cache_dir,
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+  script = RUN_SCRIPT.format(tests=os.path.join(REPO, "tests"), model_dir=model_dir)
+  return subprocess.Popen([sys.executable, "-c", script], env=env, cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_sigkill_then_same_command_resumes_with_same_losses(tmp_path):
+  cache = str(tmp_path / "jax_cache")
+  straight = str(tmp_path / "straight")
+  out, _ = _start(straight, cache).communicate(timeout=300)
+  expected = read_scalars(os.path.join(straight, "train"), "loss")
+  assert sorted(expected) == [1, 2, 3, 4, 5, 6], out
+
+  killed = str(tmp_path / "killed")
+  proc = _start(killed, cache, hang_at_step=5)  # blocks for the data of step 5, after checkpoint 3
+  committed = os.path.join(killed, "checkpoints", "3", "_CHECKPOINT_METADATA")
+  deadline = time.time() + 240
+  while not os.path.exists(committed) and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.5)
+  assert os.path.exists(committed), proc.communicate()[0] if proc.poll() is not None else "timeout"
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert sorted(os.listdir(os.path.join(killed, "checkpoints"))) == ["3"]
+
+  out, _ = _start(killed, cache).communicate(timeout=300)
+  assert f"resumed from {killed}/checkpoints/3" in out, out
+  newest = max(glob.glob(os.path.join(killed, "train", "events.out.tfevents.*")),
+               key=os.path.getmtime)
+  resumed = read_scalars(os.path.dirname(newest), "loss", only=newest)
+  assert sorted(resumed) == [4, 5, 6]
+  np.testing.assert_allclose([resumed[s] for s in (4, 5, 6)], [expected[s] for s in (4, 5, 6)],
+                             rtol=1e-5)
+
+
+def test_nan_stops_with_an_error_and_keeps_the_last_good_checkpoint(tmp_path):
+  model_dir = str(tmp_path / "nan")
+  poisoned = lambda step: jnp.where(step < 3, 1e-3, jnp.nan)  # step 4's update is NaN
+  with pytest.raises(FloatingPointError, match="last good checkpoint is step 2"):
+    train_lib.train(**run_kwargs(model_dir, learning_rate=poisoned, checkpoint_every=2))
+  assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == ["2"]
+  import orbax.checkpoint as ocp
+  restored = ocp.StandardCheckpointer().restore(os.path.join(model_dir, "checkpoints", "2", "state"))
+  assert all(np.isfinite(x).all() for x in jax.tree.leaves(restored["params"]))
+  assert int(restored["step"]) == 2
+
+
+def test_every_experiment_gin_binds_a_complete_run():
+  import gin
+  from t5rank import train_cli
+  experiments = sorted(glob.glob(os.path.join(REPO, "gin", "experiments", "*.gin")))
+  assert len(experiments) >= 10
+  try:
+    for path in experiments:
+      gin.clear_config()
+      train_cli.parse_gin([path], train_cli.gin_bindings(["--gin.MODEL_DIR=/tmp/x"]))
+      assert gin.query_parameter("%MODEL_DIR") == "/tmp/x"
+      for macro in ("MIXTURE_OR_TASK_NAME", "TRAIN_STEPS", "BATCH_SIZE", "INIT_CHECKPOINT"):
+        gin.query_parameter(f"%{macro}")  # raises if missing
+    gin.clear_config()
+    train_cli.parse_gin([os.path.join(REPO, "gin", "experiments", "monot5_3B_msmarco.gin")],
+                        train_cli.gin_bindings(["--gin.MODEL_DIR=/tmp/x", "--gin.TRAIN_STEPS=7"]))
+    assert gin.query_parameter("%TRAIN_STEPS") == 7
+    assert tuple(gin.query_parameter("%MESH_SHAPE"))[1] > 1  # 3B needs model parallelism
+  finally:
+    gin.clear_config()
+
+
+def test_gin_flags_quote_bare_words():
+  from t5rank.train_cli import gin_bindings
+  assert gin_bindings(["--gin.MODEL_DIR=/tmp/a b", "--gin.TRAIN_STEPS=10",
+                       "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 2}",
+                       "--gin.INIT_CHECKPOINT=None"]) == [
+      "MODEL_DIR = '/tmp/a b'", "TRAIN_STEPS = 10",
+      "TASK_FEATURE_LENGTHS = {'inputs': 64, 'targets': 2}", "INIT_CHECKPOINT = None"]
+  with pytest.raises(SystemExit, match="--gin.NAME=VALUE"):
+    gin_bindings(["--steps=3"])
