@@ -31,7 +31,8 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, 
 import numpy as np
 
 from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds, assemble
-from t5rank.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW, aggregate, document_passages
+from t5rank.passages import (AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW, aggregate,
+                             document_passages)
 from t5rank.readers import Document, Run, atomic_write, format_run_lines
 from t5rank.vocab import Vocabulary
 
@@ -45,13 +46,13 @@ T = TypeVar("T")
 @dataclasses.dataclass(frozen=True)
 class ScoringOptions:
   """How candidates become scored passages and a run. `batch_tokens` is the padded token budget of
-  one batch; `shard_size` the number of passages per output shard."""
+  one batch (None: `default_batch_tokens`); `shard_size` the number of passages per output shard."""
   aggregation: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE
   language: str = "en"
   max_length: int = DEFAULT_MAX_LENGTH
-  batch_tokens: int = 16384
+  batch_tokens: Optional[int] = None
   shard_size: int = 10_000
   skip_missing: bool = False
   tag: str = "t5rank"
@@ -141,11 +142,20 @@ def bucket_lengths(max_length: int, step: int = BUCKET_STEP) -> list[int]:
   return list(range(step, max_length, step)) + [max_length]
 
 
+def batch_rows(length: int, batch_tokens: int, row_multiple: int = 1) -> list[int]:
+  """The row counts a batch of `length`-long sequences may have, largest first: a full batch
+  (batch_tokens // length, a multiple of `row_multiple`) and 1/2, 1/4, 1/8 of it for the last,
+  partial batch of a bucket, so that small jobs are not mostly padding yet shapes stay few."""
+  full = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
+  sizes = [-(-full // 2**j // row_multiple) * row_multiple for j in range(4)]
+  return list(dict.fromkeys(sizes))
+
+
 def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_length: int,
                    row_multiple: int = 1) -> list[Batch]:
-  """Sequences sorted by length into buckets (`bucket_lengths`); each bucket cut into batches of
-  one fixed shape (rows = batch_tokens // length, a multiple of `row_multiple`), so a shard compiles
-  at most one program per bucket. Rows past a batch's items are all padding (id 0)."""
+  """Sequences sorted by length into buckets (`bucket_lengths`), each bucket cut into full batches
+  of batch_tokens // length rows and a last batch of the smallest `batch_rows` size that holds the
+  rest; so a job compiles at most 4 shapes per bucket. Rows past a batch's items are all padding."""
   lengths = np.fromiter(map(len, ids), np.int64, len(ids))
   if lengths.size and lengths.max() > max_length:
     raise ValueError(f"a sequence of {lengths.max()} ids exceeds max_length {max_length}")
@@ -154,9 +164,10 @@ def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_lengt
   batches, start = [], 0
   for length in bucket_lengths(max_length):
     stop = int(np.searchsorted(sorted_lengths, length, side="right"))
-    rows = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
-    for first in range(start, stop, rows):
-      items = order[first:min(first + rows, stop)]
+    sizes = batch_rows(length, batch_tokens, row_multiple)
+    for first in range(start, stop, sizes[0]):
+      items = order[first:min(first + sizes[0], stop)]
+      rows = min(size for size in sizes if size >= len(items))
       tokens = np.zeros((rows, length), np.int32)  # (B, L)
       for row, item in enumerate(items):
         tokens[row, :lengths[item]] = ids[item]
@@ -176,6 +187,14 @@ def data_sharding(devices: Optional[Sequence] = None):
 
   mesh = Mesh(np.asarray(devices if devices is not None else jax.local_devices()), ("data",))
   return NamedSharding(mesh, PartitionSpec("data"))
+
+
+def default_batch_tokens(sharding) -> int:
+  """Padded tokens per batch: 4096 on CPU (small, cache-sized batches were fastest there; see
+  BENCHMARKS.md), 16384 per device on GPU and TPU."""
+  if sharding.mesh.devices.flat[0].platform == "cpu":
+    return 4096
+  return 16384 * sharding.mesh.size
 
 
 def replicate(params, sharding):
@@ -347,8 +366,11 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
   pairs, passages = candidate_passages(candidates, corpus, options)
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
+  sharding = data_sharding()
+  batch_tokens = options.batch_tokens or default_batch_tokens(sharding)
   settings = {"model": model_id, "config": json.loads(config.to_json()), "vocab": vocab.sha256,
-              "targets": list(target_ids), **dataclasses.asdict(options)}
+              "targets": list(target_ids), **dataclasses.asdict(options),
+              "batch_tokens": batch_tokens}
   for irrelevant in ("aggregation", "skip_missing", "tag"):  # they only shape the merged run
     settings.pop(irrelevant)
   _open_shard_directory(directory, {"fingerprint": fingerprint(pairs, queries, passages, settings),
@@ -362,13 +384,12 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
   logger.info("%d pairs in %d shards; this host (%d of %d) has %d shards, %d already done",
               len(pairs), num_shards, host, hosts, len(mine), len(mine) - len(todo))
 
-  sharding = data_sharding()
   row_multiple = sharding.mesh.size
   device_params = replicate(params, sharding)
 
   def prepare(k: int) -> tuple[int, list[Batch]]:
     ids = encode_shard(vocab, shard_pairs[k], queries, passages, options.max_length)
-    return k, bucket_batches(ids, batch_tokens=options.batch_tokens,
+    return k, bucket_batches(ids, batch_tokens=batch_tokens,
                              max_length=options.max_length, row_multiple=row_multiple)
 
   total = sum(len(shard_pairs[k]) for k in mine)
@@ -440,8 +461,9 @@ def add_parser(subparsers) -> None:
                  help=f"sentences between window starts (default: {DOCUMENT_STRIDE})")
   p.add_argument("--language", default="en", help="language code for the sentence splitter")
   p.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, help="input tokens, at most")
-  p.add_argument("--batch-tokens", type=int, default=ScoringOptions.batch_tokens,
-                 help="padded tokens per batch, over all local devices")
+  p.add_argument("--batch-tokens", type=int,
+                 help="padded tokens per batch, over all local devices (default: 4096 on CPU, "
+                 "16384 per device on GPU/TPU)")
   p.add_argument("--shard-size", type=int, default=ScoringOptions.shard_size,
                  help="passages per output shard (the unit of resumption)")
   p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")

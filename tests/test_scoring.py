@@ -22,7 +22,7 @@ import pytest
 from t5rank.inputs import encode_pairs
 from t5rank.passages import aggregate, document_passages, split_sentences, window_sentences
 from t5rank.readers import Document, read_run
-from t5rank.scoring import (MissingIdsError, Pair, ScoringOptions, bucket_batches, bucket_lengths,
+from t5rank.scoring import (MissingIdsError, Pair, batch_rows, bucket_batches, bucket_lengths,
                             check_candidates, encode_shard, rank_documents)
 from t5rank.vocab import load_vocabulary, resolve_target_words
 
@@ -108,7 +108,12 @@ def test_bucket_batches_cover_each_item_once_in_fixed_shapes():
   ids = [[5] * rng.randint(1, 200) for _ in range(100)]
   batches = bucket_batches(ids, batch_tokens=1024, max_length=200, row_multiple=4)
   assert bucket_lengths(200) == [64, 128, 192, 200]
-  assert {b.tokens.shape for b in batches} <= {(16, 64), (8, 128), (4, 192), (4, 200)}
+  assert batch_rows(64, 1024, 4) == [16, 8, 4] and batch_rows(192, 1024, 4) == [4]
+  assert {b.tokens.shape for b in batches} <= {(16, 64), (8, 64), (4, 64), (8, 128), (4, 128),
+                                               (4, 192), (4, 200)}
+  for b in batches:  # a batch is full, or the last of its bucket in the smallest size holding it
+    rows = batch_rows(b.tokens.shape[1], 1024, 4)
+    assert len(b.items) == rows[0] or b.tokens.shape[0] == min(r for r in rows if r >= len(b.items))
   assert sorted(i for b in batches for i in b.items) == list(range(100))
   for b in batches:
     for row, item in enumerate(b.items):
