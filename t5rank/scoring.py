@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import shutil
+import sys
 import threading
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, TypeVar
 
@@ -488,7 +489,8 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.readers import InputFormatError, read_corpus, read_queries, read_run
   from t5rank.vocab import DEFAULT_SPM_PATH, load_vocabulary, resolve_target_words
 
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+  logging.getLogger("t5rank").setLevel(logging.INFO)
   if args.distributed:
     jax.distributed.initialize()
   try:  # bad input fails before the checkpoint is loaded
@@ -507,11 +509,16 @@ def run(args: argparse.Namespace) -> int:
       aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
       max_length=args.max_length, batch_tokens=args.batch_tokens, shard_size=args.shard_size,
       skip_missing=args.skip_missing, tag=args.tag)
-  reranked = score_candidates(
-      params, config=config, vocab=vocab, target_ids=resolve_target_words(vocab, targets),
-      queries=queries, corpus=corpus, candidates=candidates, output=args.output, options=options,
-      per_passage_output=args.per_passage_output, model_id=os.path.abspath(args.checkpoint),
-      sources=(args.queries, args.corpus))
+  try:
+    reranked = score_candidates(
+        params, config=config, vocab=vocab, target_ids=resolve_target_words(vocab, targets),
+        queries=queries, corpus=corpus, candidates=candidates, output=args.output, options=options,
+        per_passage_output=args.per_passage_output, model_id=os.path.abspath(args.checkpoint),
+        sources=(args.queries, args.corpus))
+  except KeyboardInterrupt:
+    print(f"\ninterrupted: finished shards are kept in {args.output}.shards; run the same command "
+          "again to continue", file=sys.stderr)
+    return 130
   if jax.process_index() == 0:
     documents = sum(map(len, reranked.values()))
     print(f"wrote {documents} documents for {len(reranked)} queries to {args.output}")

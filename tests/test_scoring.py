@@ -23,7 +23,8 @@ from t5rank.inputs import encode_pairs
 from t5rank.passages import aggregate, document_passages, split_sentences, window_sentences
 from t5rank.readers import Document, read_run
 from t5rank.scoring import (MissingIdsError, Pair, batch_rows, bucket_batches, bucket_lengths,
-                            check_candidates, encode_shard, rank_documents)
+                            check_candidates, encode_shard, prefetch, rank_documents,
+                            score_candidates)
 from t5rank.vocab import load_vocabulary, resolve_target_words
 
 MICRO = dict(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_encoder_layers=1, num_decoder_layers=1)
@@ -156,6 +157,19 @@ def test_encode_shard_equals_encode_pairs():
   assert encode_shard(vocab, pairs, queries, passages, 16) == expected
 
 
+def test_prefetch_keeps_order_and_reraises():
+  assert list(prefetch(iter(range(10)), size=2)) == list(range(10))
+
+  def failing():
+    yield 1
+    raise OSError("disk gone")
+
+  with pytest.raises(OSError, match="disk gone"):
+    list(prefetch(failing()))
+  for item in prefetch(iter(range(1000)), size=1):  # stopping early stops the producer
+    break
+
+
 # ---------------------------------------------------------------------------------------------------
 # Bad input.
 
@@ -178,6 +192,18 @@ def test_missing_ids_fail_naming_the_first_few_and_the_count(caplog):
 
 # ---------------------------------------------------------------------------------------------------
 # Resumption, the TensorFlow-free path, the command.
+
+def test_shards_of_another_job_are_not_mixed_in(tmp_path, model):
+  config, params = model
+  vocab = load_vocabulary()
+  (tmp_path / "out.run.shards").mkdir()
+  (tmp_path / "out.run.shards" / "manifest.json").write_text('{"fingerprint": "another job"}')
+  with pytest.raises(RuntimeError, match="holds shards of a different scoring job"):
+    score_candidates(params, config=config, vocab=vocab, target_ids=(1176, 6136),
+                     queries={"q": "x"}, corpus={"d": Document("y")}, candidates={"q": [("d", 0)]},
+                     output=str(tmp_path / "out.run"), progress=False)
+  assert not (tmp_path / "out.run").exists()
+
 
 def _write_inputs(directory, num_queries: int = 5, docs_per_query: int = 10) -> dict[str, str]:
   rng = random.Random(0)
