@@ -239,7 +239,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
           dropout_rate: float = 0.1, z_loss: float = 0.0, pack: bool = False,
           mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
           checkpoint_every: int = 1000, keep_checkpoints: int = 3, log_every: int = 100,
-          eval_every: int = 0, eval_fn: Optional[Callable[[Any], Mapping[str, float]]] = None,
+          eval_every: int = 0,
+          eval_fn: Optional[Callable[[Any, T5Config], Mapping[str, float]]] = None,
           dataset_fn: Optional[DatasetFn] = None) -> dict[str, float]:
   """Fine-tunes `model_config` on the SeqIO task `task_name` for `train_steps` steps; returns the
   last reported metrics.
@@ -250,7 +251,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     feature_lengths: {"inputs": 512, "targets": 2} (target word + EOS).
     train_steps: total steps, counted from the start of the run (not from a resume).
     batch_size: global batch size (rows; with `pack`, rows hold several examples).
-    model_dir: checkpoints (`checkpoints/<step>`), TensorBoard events and `config.json` go here. An
+    model_dir: checkpoints (`checkpoints/<step>`), TensorBoard events (`train/`), `config.json`, and
+      at the end the trained model as a t5rank checkpoint (`final/`, for `t5rank score`). An
       existing run in it is resumed.
     init_checkpoint: any checkpoint `t5rank.checkpoints.load_checkpoint` reads (Orbax, Hugging Face,
       Mesh TensorFlow, t5x), or None to start from random weights.
@@ -260,7 +262,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     seed: seeds the data order, parameter init and dropout.
     checkpoint_every, keep_checkpoints: save every N steps and at the end; keep the last K.
     log_every: steps between console lines and TensorBoard points.
-    eval_every, eval_fn: every N steps call `eval_fn(params)` and log what it returns (e.g. MRR@10).
+    eval_every, eval_fn: every N steps (and at the end) call `eval_fn(params, config)` and log what it
+      returns, e.g. MRR@10 from `t5rank.rerank_eval.RerankEval`.
     dataset_fn: `fn(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
       num_shards)` yielding this host's rows of each global batch as numpy arrays; default
       `t5rank.training_data.training_dataset`.
@@ -317,7 +320,7 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
         if is_chief:
           print(line, flush=True)
       if eval_fn is not None and eval_every and (step % eval_every == 0 or step == train_steps):
-        results = dict(eval_fn(state["params"]))
+        results = {f"eval/{k}": v for k, v in eval_fn(state["params"], config).items()}
         writer.write_scalars(step, results)
         if is_chief:
           print(f"step {step} eval " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()),
@@ -329,7 +332,20 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     manager.wait_until_finished()
     manager.close()
     writer.flush()
+  _export_final(os.path.join(model_dir, "final"), state["params"], config, dict(run, step=step))
   return scalars
+
+
+def _export_final(directory: str, params, config: T5Config, metadata: dict) -> None:
+  """The trained parameters as a t5rank checkpoint (`load_checkpoint`, `t5rank score`), once."""
+  from jax.experimental import multihost_utils
+
+  from t5rank.checkpoints import save_checkpoint
+  if os.path.exists(os.path.join(directory, "config.json")):
+    return
+  save_checkpoint(directory, multihost_utils.process_allgather(params, tiled=True), config, metadata)
+  if jax.process_index() == 0:
+    print(f"final model: {directory}", flush=True)
 
 
 def _initial_state(trainer: Trainer, config: T5Config, init_checkpoint: Optional[str],

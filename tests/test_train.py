@@ -62,8 +62,15 @@ def test_packed_rows_give_the_loss_of_the_same_examples_unpacked():
 
 def test_real_loop_trains_checkpoints_and_logs(tmp_path):
   model_dir = str(tmp_path / "run")
+  evaluated = []
+
+  def eval_fn(params, config):
+    evaluated.append(config)
+    return {"mrr@10": 0.25 * len(evaluated)}
+
   metrics = train_lib.train(**run_kwargs(model_dir, train_steps=8, checkpoint_every=4,
-                                         keep_checkpoints=1, learning_rate=1e-2))
+                                         keep_checkpoints=1, learning_rate=1e-2, eval_every=5,
+                                         eval_fn=eval_fn))
   losses = read_scalars(os.path.join(model_dir, "train"), "loss")
   assert sorted(losses) == list(range(1, 9))
   assert losses[8] < losses[1]  # it learns something in 8 steps
@@ -73,6 +80,20 @@ def test_real_loop_trains_checkpoints_and_logs(tmp_path):
   assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == ["8"]  # keep_checkpoints=1
   with open(os.path.join(model_dir, "config.json")) as f:
     assert type(CONFIG).from_json(f.read()) == CONFIG.replace(dropout_rate=0.0)
+  assert read_scalars(os.path.join(model_dir, "train"), "eval/mrr@10") == {5: 0.25, 8: 0.5}
+  from t5rank.checkpoints import load_checkpoint
+  config, params = load_checkpoint(os.path.join(model_dir, "final"))
+  assert config == CONFIG.replace(dropout_rate=0.0)
+  assert params["decoder"]["decoder_norm"]["scale"].shape == (32,)
+
+
+def test_ranking_metrics_on_literal_rankings():
+  from t5rank.rerank_eval import ranking_metrics
+  scores = [np.array([0.1, 0.9, 0.5]), np.array([0.3, 0.2, 0.1] + [0.0] * 10), np.array([1.0, 1.0])]
+  relevant = [np.array([0, 0, 1]), np.array([0] * 12 + [1]), np.array([0, 1])]
+  # ranks of the first relevant: 2; 13 (outside the top 10); 2 (a tie keeps pool order)
+  assert ranking_metrics(scores, relevant) == pytest.approx(
+      {"mrr@10": (0.5 + 0 + 0.5) / 3, "mrr": (0.5 + 1 / 13 + 0.5) / 3, "p@1": 0.0})
 
 
 # Dropout on: the resumed run must also draw the same dropout masks.
