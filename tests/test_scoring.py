@@ -11,6 +11,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -235,6 +236,11 @@ SCRIPT = textwrap.dedent("""
 
     logging.basicConfig(level=logging.INFO)
     directory, output = sys.argv[1], sys.argv[2]
+    if os.environ.get("PROCESS_ID"):  # one of two hosts
+      import jax
+      jax.config.update("jax_cpu_collectives_implementation", "gloo")
+      jax.distributed.initialize(os.environ["COORDINATOR"], num_processes=2,
+                                 process_id=int(os.environ["PROCESS_ID"]))
     if os.environ.get("SLOW"):
       write_shard = scoring.write_shard
       scoring.write_shard = lambda *a: (write_shard(*a), time.sleep(0.5))
@@ -249,18 +255,19 @@ SCRIPT = textwrap.dedent("""
         options=scoring.ScoringOptions(window=0, max_length=64, batch_tokens=512, shard_size=5),
         progress=False)
     import jax
-    print(jax.local_device_count(), "tensorflow" in sys.modules)
+    print("devices", jax.local_device_count(), "tensorflow", "tensorflow" in sys.modules)
 """)
 
 
-def _run_script(directory: str, output: str, slow: bool = False) -> subprocess.Popen:
+def _run_script(directory: str, output: str, slow: bool = False, **env_vars) -> subprocess.Popen:
   env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT}/tests", SLOW="1" if slow else "",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2")  # batches split over 2 devices
+             XLA_FLAGS="--xla_force_host_platform_device_count=2",  # batches split over 2 devices
+             **env_vars)
   return subprocess.Popen([sys.executable, "-c", SCRIPT, directory, output, json.dumps(MICRO)],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path):
+def test_resume_after_sigkill_and_two_hosts_equal_an_uninterrupted_run(tmp_path):
   paths = _write_inputs(tmp_path)
   interrupted, whole = str(tmp_path / "interrupted.run"), str(tmp_path / "whole.run")
   process = _run_script(str(tmp_path), interrupted, slow=True)
@@ -275,15 +282,24 @@ def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path):
   done = len(list(shards.glob("shard-*.tsv")))
   assert 3 <= done < 10 and not os.path.exists(interrupted)
 
-  resumed = _run_script(str(tmp_path), interrupted)
-  uninterrupted = _run_script(str(tmp_path), whole)
+  with socket.socket() as s:  # a free port for the two hosts' coordinator
+    s.bind(("localhost", 0))
+    coordinator = f"localhost:{s.getsockname()[1]}"
+  two_hosts = str(tmp_path / "two_hosts.run")
+  processes = [_run_script(str(tmp_path), interrupted), _run_script(str(tmp_path), whole)] + [
+      _run_script(str(tmp_path), two_hosts, COORDINATOR=coordinator, PROCESS_ID=str(i))
+      for i in (0, 1)]
   logs = []
-  for process in (resumed, uninterrupted):
+  for process in processes:
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr
-    assert stdout.split() == ["2", "False"]  # 2 devices; TensorFlow was never imported
+    assert "devices 2 tensorflow False" in stdout  # TensorFlow was never imported
     logs.append(stderr)
   assert f"50 pairs in 10 shards; this host (0 of 1) has 10 shards, {done} already done" in logs[0]
+  assert "50 pairs in 10 shards; this host (0 of 2) has 5 shards, 0 already done" in logs[2]
+  assert "50 pairs in 10 shards; this host (1 of 2) has 5 shards, 0 already done" in logs[3]
+  with open(two_hosts) as a, open(whole) as b:
+    assert a.read() == b.read()
   with open(interrupted) as a, open(whole) as b:
     assert a.read() == b.read()
   assert not shards.exists()  # removed once the run is written
