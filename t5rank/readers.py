@@ -228,7 +228,7 @@ def atomic_write(path: str, mode: str = "w") -> Iterator[IO]:
     raise
 
 
-def format_run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iterator[str]:
+def _run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iterator[str]:
   """TREC run lines `qid Q0 docid rank score tag` (with newline), in the given order, ranks from 1;
   scores are written with `repr`, so reading them back gives the same floats."""
   if not tag or any(c.isspace() for c in tag):
@@ -242,4 +242,4 @@ def write_run(path: str, run: Mapping[str, Sequence[tuple[str, float]]], tag: st
   """Writes `run` as a TREC run, atomically (temporary name, then rename). Queries and candidates
   are written in the order given; sort them before calling."""
   with atomic_write(path) as f:
-    f.writelines(format_run_lines(run, tag))
+    f.writelines(_run_lines(run, tag))

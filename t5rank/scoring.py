@@ -34,7 +34,7 @@ import numpy as np
 from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds, assemble
 from t5rank.passages import (AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW, aggregate,
                              document_passages)
-from t5rank.readers import Document, Run, atomic_write, format_run_lines
+from t5rank.readers import Document, Run, atomic_write, write_run
 from t5rank.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -413,8 +413,7 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
       for pair, lp, pp in rows:
         best = int(winners[pair.qid, pair.docid] == pair.window)
         f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\t{best}\n")
-  with atomic_write(output) as f:
-    f.writelines(format_run_lines(run, options.tag))
+  write_run(output, run, options.tag)
   shutil.rmtree(directory)
   return run
 
