@@ -26,6 +26,7 @@ INSTALL_REQUIRES = [
     "ir-measures==0.4.3",  # ranking metrics for `t5rank evaluate`
     "pytrec-eval-terrier==0.5.11",  # trec_eval backend of ir-measures (trec_eval semantics)
     "importlib_resources==7.1.0",  # needed by tensorflow-datasets to build datasets (not declared by it)
+    "matplotlib==3.10.9",  # the comparison chart of `t5rank demo` (Agg backend, no display)
 ]
 
 setup(
