@@ -50,10 +50,13 @@ class RerankEval:
     self.target_ids = resolve_target_words(vocab, targets)
     answers = insuranceqa_data.load_answers()
     records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()
+    self.qids = sorted(records, key=int)[:num_queries]
+    self.pools: list[list[str]] = []  # answer ids, in candidate order
     queries, documents, self.relevant, self.pool_sizes = [], [], [], []
-    for qid in sorted(records, key=int)[:num_queries]:
+    for qid in self.qids:
       record = records[qid]
       pool = sorted(set(record["answers"]) | set(record["negatives"]), key=int)
+      self.pools.append(pool)
       queries += [record[language]] * len(pool)
       documents += [answers[aid][language] for aid in pool]
       self.relevant.append(np.isin(pool, record["answers"]))

@@ -1,0 +1,65 @@
+"""A trained model against BM25 on the same InsuranceQA validation queries (pool reranking).
+
+  .venv/bin/python benchmarks/bm25_insuranceqa.py --split validation      # writes the BM25 run
+  .venv/bin/python benchmarks/rerank_insuranceqa_valid.py MODEL_DIR [--num_queries 200]
+
+Scores the pools (relevant answers + 200 retrieved negatives) of the first N validation queries with
+the model of MODEL_DIR (`final/` if training finished, else its latest checkpoint) through
+`t5rank.rerank_eval.RerankEval`, and prints MRR@10, MRR and P@1 of the model and of BM25 (from the
+run file) on the same queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def load_params(model_dir: str):
+  """(config, params) of `final/` or of the latest trainer checkpoint in `model_dir`."""
+  from t5rank.checkpoints import load_checkpoint
+  from t5rank.config import T5Config
+
+  final = os.path.join(model_dir, "final")
+  if os.path.isdir(final):
+    return load_checkpoint(final)
+  import orbax.checkpoint as ocp
+  steps = sorted(int(s) for s in os.listdir(os.path.join(model_dir, "checkpoints")) if s.isdigit())
+  path = os.path.join(os.path.abspath(model_dir), "checkpoints", str(steps[-1]), "state")
+  print(f"checkpoint step {steps[-1]}")
+  with open(os.path.join(model_dir, "config.json")) as f:
+    config = T5Config.from_json(f.read())
+  return config, ocp.StandardCheckpointer().restore(path)["params"]
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("model_dir")
+  parser.add_argument("--num_queries", type=int, default=200)
+  parser.add_argument("--max_length", type=int, default=512)
+  parser.add_argument("--bm25_run", default="/tmp/t5rank_iqa_validation_en/pool_bm25.run")
+  args = parser.parse_args()
+
+  from t5rank.readers import read_run
+  from t5rank.rerank_eval import RerankEval, ranking_metrics
+
+  config, params = load_params(args.model_dir)
+  evaluator = RerankEval("validation", args.num_queries, max_length=args.max_length)
+  start = time.perf_counter()
+  model = evaluator(params, config)
+  seconds = time.perf_counter() - start
+  run = read_run(args.bm25_run)
+  bm25_scores = [np.array([dict(run[q]).get(a, -1e9) for a in pool])
+                 for q, pool in zip(evaluator.qids, evaluator.pools)]
+  bm25 = ranking_metrics(bm25_scores, evaluator.relevant)
+  print(f"{len(evaluator.qids)} queries, {len(evaluator.ids)} pairs scored in {seconds:.0f}s")
+  print("| method | MRR@10 | MRR | P@1 |\n| --- | --- | --- | --- |")
+  for name, m in (("BM25", bm25), (f"model ({args.model_dir})", model)):
+    print(f"| {name} | {m['mrr@10']:.3f} | {m['mrr']:.3f} | {m['p@1']:.3f} |")
+
+
+if __name__ == "__main__":
+  main()
