@@ -1,11 +1,11 @@
 """`t5rank train`: fine-tune a monoT5 reranker from gin files, in t5x's style.
 
     t5rank train --gin_file=gin/experiments/monot5_base_msmarco.gin \\
-        --gin.MODEL_DIR=\\"gs://bucket/monot5_base\\" --gin.TRAIN_STEPS=1000
+        --gin.MODEL_DIR=gs://bucket/monot5_base --gin.TRAIN_STEPS=1000
 
 Gin files are layered as in t5x: `gin/models/*.gin` (architecture), `gin/runs/finetune.gin` (the
 recipe), `gin/experiments/*.gin` (includes plus a few macros). `--gin.NAME=VALUE` overrides a macro or
-a binding (`--gin.train.seed=3`); a value that is not a gin literal is taken as a string, so
+a binding (`--gin.train.train.seed=3`); a value that is not a gin literal is taken as a string, so
 `--gin.MODEL_DIR=/tmp/run` works. The macros of the recipe:
 
   MIXTURE_OR_TASK_NAME  SeqIO task, e.g. msmarco_passage_monot5_true_false
@@ -44,7 +44,7 @@ def gin_bindings(extra: list[str]) -> list[str]:
   bindings = []
   for flag in extra:
     if not flag.startswith("--gin.") or "=" not in flag:
-      raise SystemExit(f"t5rank train: unrecognized argument {flag!r}; expected --gin.NAME=VALUE")
+      raise SystemExit(f"t5rank: unrecognized argument {flag!r}; expected --gin.NAME=VALUE")
     name, value = flag[len("--gin."):].split("=", 1)
     bindings.append(f"{name} = {_gin_value(value)}")
   return bindings
@@ -63,6 +63,8 @@ def _gin_value(value: str) -> str:
 def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str] = ()) -> None:
   """Loads gin files and bindings, with the repository root on the search path for includes."""
   import gin
+
+  import t5rank.tasks  # noqa: F401  (registers the tasks and their gin-configurable data locations)
   for path in [*search_paths, REPO_ROOT]:
     gin.add_config_file_search_path(path)
   if not gin_files:
@@ -71,19 +73,25 @@ def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str]
   gin.parse_config_files_and_bindings(gin_files, bindings)
 
 
-def run(args: argparse.Namespace) -> int:
+def train_configured() -> dict[str, float]:
+  """Runs `t5rank.train.train` with the gin configuration loaded by `parse_gin` (recorded first in
+  MODEL_DIR/config.gin); returns its last reported metrics."""
   import gin
 
-  import t5rank.tasks  # noqa: F401  (registers the tasks and their gin-configurable data locations)
-  from t5rank import partitioning
   from t5rank import train as train_lib
 
-  partitioning.initialize_distributed()
-  train_with_gin = gin.configurable(train_lib.train, module="t5rank.train")
-  parse_gin(args.gin_file, gin_bindings(args.extra), args.gin_search_path)
+  train_with_gin = gin.get_configurable(train_lib.train)  # registered by the gin files
   model_dir = gin.query_parameter("%MODEL_DIR")
   os.makedirs(model_dir, exist_ok=True)
   with open(os.path.join(model_dir, "config.gin"), "w") as f:
     f.write(gin.config_str())
-  train_with_gin()
+  return train_with_gin()
+
+
+def run(args: argparse.Namespace) -> int:
+  from t5rank import partitioning
+
+  partitioning.initialize_distributed()
+  parse_gin(args.gin_file, gin_bindings(args.extra), args.gin_search_path)
+  train_configured()
   return 0

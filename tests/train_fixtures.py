@@ -76,8 +76,9 @@ def pack_batch(examples, lengths: dict, rows: int) -> dict[str, np.ndarray]:
 def synthetic_dataset(task_name: str, *, batch_size: int, feature_lengths: dict, seed: int,
                       start_step: int = 0, pack: bool = False, shard_index: int = 0,
                       num_shards: int = 1) -> Iterator[dict[str, np.ndarray]]:
-  """The trainer's `dataset_fn` contract (`batch_size` is global; this yields the shard's rows). Env T5RANK_TEST_HANG_AT_STEP=N makes the iterator block
-  before yielding the batch of step N (1-based), so that a test can kill the process there."""
+  """The trainer's `dataset_fn` contract (`batch_size` is global; this yields the shard's rows).
+  Env T5RANK_TEST_HANG_AT_STEP=N makes the iterator block before yielding the batch of step N
+  (1-based), so that a test can kill the process there."""
   del task_name
   hang_at = int(os.environ.get("T5RANK_TEST_HANG_AT_STEP", "0"))
   step = start_step
