@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, 
 
 import numpy as np
 
+from t5rank.config import T5Config
 from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds, assemble
 from t5rank.passages import (AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW, aggregate,
                              document_passages)
@@ -443,6 +444,25 @@ def checkpoint_vocabulary(path: str) -> tuple[Optional[str], Optional[str | tupl
   return vocabulary, (tuple(targets) if isinstance(targets, list) else targets)
 
 
+def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
+                  vocab_path: Optional[str] = None, targets: Optional[str | tuple[str, str]] = None,
+                  dtype: Optional[str] = None) -> tuple[T5Config, dict, Vocabulary, tuple[int, int]]:
+  """(config, params, vocabulary, target ids) for scoring with `checkpoint` (any format), as
+  `t5rank score` resolves them: `config_name` for formats without a config; vocabulary and target
+  words as given, else from a t5rank checkpoint's metadata.json, else T5's and true_false."""
+  from t5rank.checkpoints import load_checkpoint
+  from t5rank.config import get_config
+  from t5rank.vocab import DEFAULT_SPM_PATH, load_vocabulary, resolve_target_words
+
+  config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
+  if dtype:
+    config = config.replace(dtype=dtype)
+  stored_vocab, stored_targets = checkpoint_vocabulary(checkpoint)
+  vocab = load_vocabulary(vocab_path or stored_vocab or DEFAULT_SPM_PATH)
+  target_ids = resolve_target_words(vocab, targets or stored_targets or "true_false")
+  return config, params, vocab, target_ids
+
+
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("score", help="rerank a candidate run with a monoT5 checkpoint",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -483,10 +503,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
   import jax
 
-  from t5rank.checkpoints import load_checkpoint
-  from t5rank.config import get_config
   from t5rank.readers import InputFormatError, read_corpus, read_queries, read_run
-  from t5rank.vocab import DEFAULT_SPM_PATH, load_vocabulary, resolve_target_words
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   logging.getLogger("t5rank").setLevel(logging.INFO)
@@ -498,19 +515,16 @@ def run(args: argparse.Namespace) -> int:
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
   except (InputFormatError, MissingIdsError) as e:
     raise SystemExit(f"t5rank score: {e}") from None
-  config, params = load_checkpoint(args.checkpoint, get_config(args.config) if args.config else None)
-  if args.dtype:
-    config = config.replace(dtype=args.dtype)
-  stored_vocab, stored_targets = checkpoint_vocabulary(args.checkpoint)
-  vocab = load_vocabulary(args.vocab or stored_vocab or DEFAULT_SPM_PATH)
-  targets = parse_targets(args.targets) if args.targets else stored_targets or "true_false"
+  config, params, vocab, target_ids = load_reranker(
+      args.checkpoint, config_name=args.config, vocab_path=args.vocab,
+      targets=parse_targets(args.targets) if args.targets else None, dtype=args.dtype)
   options = ScoringOptions(
       aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
       max_length=args.max_length, batch_tokens=args.batch_tokens, shard_size=args.shard_size,
       skip_missing=args.skip_missing, tag=args.tag)
   try:
     reranked = score_candidates(
-        params, config=config, vocab=vocab, target_ids=resolve_target_words(vocab, targets),
+        params, config=config, vocab=vocab, target_ids=target_ids,
         queries=queries, corpus=corpus, candidates=candidates, output=args.output, options=options,
         per_passage_output=args.per_passage_output, model_id=os.path.abspath(args.checkpoint),
         sources=(args.queries, args.corpus))

@@ -1,0 +1,232 @@
+"""The main job: InsuranceQA v2 end to end -- BM25, fine-tuning, monoT5 reranking, evaluation.
+
+    test split (English) ─► BM25 over each query's answer pool (k1 0.9, b 0.4), top DEPTH
+    ─► model: WORKDIR/model/final when it was trained by the same gin recipe, else `t5rank train`'s
+       code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run)
+    ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
+    ─► BM25 vs BM25+monoT5: MRR, MRR@10, P@1, nDCG@10, MAP, paired t-test ─► table, JSON, PNG
+
+The work directory holds:
+    data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`)
+    index/         the BM25 index, reused while the corpus and the BM25 settings are the same
+    model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
+    bm25.run       BM25's top DEPTH of each query's pool
+    monot5.run     the same candidates reranked by monoT5 (score: log P(true))
+    results.json   settings, stage timings, the evaluation report (`t5rank.evaluation.evaluate`)
+    results.png    bar chart of the two systems with the p-values
+Both runs hold the same DEPTH candidates per query, so the comparison is between two orderings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from typing import Optional, Sequence
+
+from t5rank.readers import atomic_write
+
+DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
+DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_cpu.gin"
+METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
+SYSTEMS = ("BM25", "BM25+monoT5")
+BM25_K1, BM25_B = 0.9, 0.4
+RECIPE_FILE = "recipe.json"
+_MODEL_DIR_PLACEHOLDER = "MODEL_DIR"
+
+
+def _stage(name: str) -> float:
+  print(f"== {name}", flush=True)
+  return time.perf_counter()
+
+
+def _done(name: str, start: float, timings: dict[str, float], detail: str = "") -> None:
+  timings[name] = round(time.perf_counter() - start, 1)
+  print(f"== {name}: {timings[name]:.1f} s{'; ' + detail if detail else ''}", flush=True)
+
+
+# ------------------------------------------------------------------------------------- the model
+
+
+def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
+  """{"gin": the resolved gin configuration with MODEL_DIR left out, "sha256": its hash}: what
+  decides the trained model, wherever its directory is."""
+  import gin
+
+  from t5rank import train_cli
+
+  gin.clear_config()
+  train_cli.parse_gin(list(gin_files),
+                      [*bindings, f"MODEL_DIR = {_MODEL_DIR_PLACEHOLDER!r}"])
+  text = gin.config_str()
+  gin.clear_config()
+  return {"gin": text, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[str], *,
+                  retrain: bool = False) -> tuple[str, bool]:
+  """(path of the final checkpoint, whether it was trained now). Reuses `model_dir/final` when
+  `model_dir/recipe.json` holds the same recipe (and `retrain` is off); resumes the run in
+  `model_dir` when its recipe is the same but training did not finish; otherwise moves an existing
+  `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start."""
+  import gin
+
+  from t5rank import train_cli
+  from t5rank.checkpoints import native
+
+  wanted = recipe(gin_files, bindings)
+  final = os.path.join(model_dir, "final")
+  recipe_path = os.path.join(model_dir, RECIPE_FILE)
+  saved = None
+  if os.path.exists(recipe_path):
+    with open(recipe_path, encoding="utf-8") as f:
+      saved = json.load(f)
+  same = saved is not None and saved.get("sha256") == wanted["sha256"]
+  if same and not retrain and native.is_native_checkpoint(final):
+    print(f"using the model in {final} (trained by the same recipe, {wanted['sha256'][:12]})",
+          flush=True)
+    return final, False
+  if os.path.exists(model_dir) and (retrain or not same):
+    previous = model_dir.rstrip(os.sep) + ".previous"
+    reason = "--retrain" if retrain else (
+        "it holds no recipe.json" if saved is None else "it was trained by a different recipe")
+    print(f"{model_dir}: {reason}; moving it to {previous} and training anew", flush=True)
+    shutil.rmtree(previous, ignore_errors=True)
+    os.rename(model_dir, previous)
+  elif same:
+    print(f"resuming the unfinished training run in {model_dir}", flush=True)
+  os.makedirs(model_dir, exist_ok=True)
+  with atomic_write(recipe_path) as f:
+    json.dump(wanted, f, indent=1)
+  gin.clear_config()
+  train_cli.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
+  try:
+    train_cli.train_configured()
+  finally:
+    gin.clear_config()
+  return final, True
+
+
+# ------------------------------------------------------------------------------------ the chart
+
+
+def plot_comparison(report: dict, path: str, title: str) -> None:
+  """A PNG bar chart of each run's mean per metric (`report` from `t5rank.evaluation.evaluate`),
+  with the p-value of each compared run under the metric's name; written atomically (Agg)."""
+  import numpy as np
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+
+  metrics, runs = report["metrics"], report["runs"]
+  x = np.arange(len(metrics))
+  width = 0.8 / len(runs)
+  fig = Figure(figsize=(8, 4.5), dpi=120)
+  FigureCanvasAgg(fig)
+  ax = fig.add_subplot()
+  for i, r in enumerate(runs):
+    bars = ax.bar(x + (i - (len(runs) - 1) / 2) * width, [r["mean"][m] for m in metrics], width,
+                  label=r["name"])
+    ax.bar_label(bars, fmt="%.3f", fontsize=8)
+  labels = [m + "".join(f"\np={r['vs_baseline'][m]['p_bonferroni']:.2g}" for r in runs[1:])
+            for m in metrics]
+  ax.set_xticks(x, labels)
+  ax.set_ylim(0, min(1.0, 1.15 * max(r["mean"][m] for r in runs for m in metrics) + 0.05))
+  ax.set_title(title, fontsize=10)
+  ax.legend()
+  fig.tight_layout()
+  with atomic_write(path, "wb") as f:
+    fig.savefig(f, format="png")
+
+
+# ------------------------------------------------------------------------------------ the job
+
+
+def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
+                    num_queries: Optional[int] = None,
+                    gin_files: Sequence[str] = (DEFAULT_GIN_FILE,),
+                    gin_bindings: Sequence[str] = (), retrain: bool = False,
+                    progress: bool = True) -> dict:
+  """Runs the job (module docstring) in `workdir` on the first `num_queries` test queries (all 2,000
+  when None), reranking BM25's top `depth`; training uses `gin_files` and `gin_bindings` (gin
+  binding strings, MODEL_DIR excepted). Returns what results.json holds."""
+  from t5rank import evaluation, retrieval
+  from t5rank.checkpoints import native
+  from t5rank.insuranceqa import export_insuranceqa
+  from t5rank.readers import read_corpus, read_qrels, read_queries, read_run, write_run
+  from t5rank.scoring import ScoringOptions, load_reranker, score_candidates
+
+  if depth < 1 or (num_queries is not None and num_queries < 1):
+    raise ValueError(f"depth and the number of queries must be positive, got {depth}, {num_queries}")
+  timings: dict[str, float] = {}
+  os.makedirs(workdir, exist_ok=True)
+  paths = {name: os.path.join(workdir, name)
+           for name in ("bm25.run", "monot5.run", "results.json", "results.png")}
+  begin = time.perf_counter()
+
+  start = _stage("export: InsuranceQA v2 test split, English")
+  data = export_insuranceqa(os.path.join(workdir, "data"), split="test", language="en")
+  queries = read_queries(data["queries.tsv"])
+  queries = dict(list(queries.items())[:num_queries])
+  qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items() if qid in queries}
+  corpus = read_corpus(data["corpus.jsonl"])
+  pool = read_run(data["pool.run"])
+  _done("export", start, timings, f"{len(queries)} queries, {len(corpus)} answers")
+
+  start = _stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}) over each query's answer pool, top {depth}")
+  index = retrieval.open_index(corpus, os.path.join(workdir, "index"), k1=BM25_K1, b=BM25_B,
+                               language="en")
+  bm25 = retrieval.retrieve(index, queries, k=depth, candidates=pool)
+  write_run(paths["bm25.run"], bm25, tag="bm25")
+  pairs = sum(map(len, bm25.values()))
+  _done("bm25", start, timings, f"{pairs} candidates")
+
+  start = _stage("model")
+  model_dir = os.path.join(workdir, "model")
+  checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain)
+  if trained:  # shards of an interrupted reranking with an earlier model must not be reused
+    shutil.rmtree(paths["monot5.run"] + ".shards", ignore_errors=True)
+  config, params, vocab, target_ids = load_reranker(checkpoint)
+  metadata = native.read_metadata(checkpoint)
+  _done("train" if trained else "load model", start, timings, checkpoint)
+
+  start = _stage(f"rerank: monoT5 on BM25's top {depth} ({pairs} pairs)")
+  max_length = metadata.get("feature_lengths", {}).get("inputs", ScoringOptions.max_length)
+  options = ScoringOptions(window=0, max_length=max_length, tag="monot5")
+  with open(os.path.join(model_dir, RECIPE_FILE), encoding="utf-8") as f:
+    recipe_sha256 = json.load(f)["sha256"]
+  monot5 = score_candidates(params, config=config, vocab=vocab, target_ids=target_ids,
+                            queries=queries, corpus=corpus, candidates=bm25,
+                            output=paths["monot5.run"], options=options,
+                            model_id=f"{os.path.abspath(checkpoint)}@{recipe_sha256}",
+                            progress=progress)
+  rate = pairs / max(time.perf_counter() - start, 1e-9)
+  _done("rerank", start, timings, f"{rate:.1f} pairs/s, compilation and tokenization included")
+
+  start = _stage("evaluate")
+  report = evaluation.evaluate(qrels, dict(zip(SYSTEMS, (bm25, monot5))), METRICS)
+  print(evaluation.format_table(report), flush=True)
+  _done("evaluate", start, timings)
+  timings["total"] = round(time.perf_counter() - begin, 1)
+
+  results = {
+      "dataset": "InsuranceQA v2, test split, English (answer pools)",
+      "queries": len(queries), "depth": depth, "bm25": {"k1": BM25_K1, "b": BM25_B},
+      "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
+                "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
+                "max_length": max_length},
+      "timings_s": timings, "evaluation": report,
+      "files": {"bm25": paths["bm25.run"], "monot5": paths["monot5.run"],
+                "chart": paths["results.png"], "qrels": data["qrels.txt"]},
+  }
+  mrr = report["runs"][1]["vs_baseline"]["MRR"]
+  plot_comparison(report, paths["results.png"],
+                  f"InsuranceQA v2 test, {len(queries)} queries: BM25 top {depth} reranked by "
+                  f"monoT5 ({config.num_parameters / 1e6:.1f}M, step {metadata.get('step')}); "
+                  f"MRR p={mrr['p']:.2g}")
+  with atomic_write(paths["results.json"]) as f:
+    json.dump(results, f, indent=1)
+  print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['results.json']}, "
+        f"{paths['results.png']}; total {timings['total']:.1f} s", flush=True)
+  return results

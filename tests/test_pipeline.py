@@ -1,0 +1,100 @@
+"""The InsuranceQA job end to end (`t5rank demo`'s `run_insuranceqa`) on 5 test queries, BM25 top 10,
+with a 1+1-layer, d_model 32 model trained for 2 steps on 64-token inputs; then again, reusing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from t5rank import pipeline, train_cli
+from t5rank.readers import read_queries, read_run
+
+# The experiment gin with the model shrunk, inputs cut short, 2 steps and no evaluation during training.
+TINY_RECIPE = [
+    "TRAIN_STEPS = 2", "BATCH_SIZE = 4", "CHECKPOINT_EVERY = 2", "LOG_EVERY = 1",
+    "TASK_FEATURE_LENGTHS = {'inputs': 64, 'targets': 2}",
+    "config.get_config.d_model = 32", "config.get_config.d_ff = 64",
+    "config.get_config.num_heads = 2", "config.get_config.d_kv = 16",
+    "config.get_config.num_encoder_layers = 1", "config.get_config.num_decoder_layers = 1",
+    "train.train.eval_every = 0", "train.train.eval_fn = None"]
+QUERIES, DEPTH = 5, 10
+
+
+def check_run_file(path: str, qids: list[str], pool: dict) -> dict:
+  """Asserts `path` is a TREC run with DEPTH ranked candidates from the pool of each of `qids`."""
+  with open(path) as f:
+    lines = [line.split() for line in f]
+  assert all(len(fields) == 6 and fields[1] == "Q0" for fields in lines)
+  run = read_run(path)
+  assert list(run) == qids
+  for qid, ranked in run.items():
+    assert len(ranked) == DEPTH
+    assert {d for d, _ in ranked} <= {d for d, _ in pool[qid]}
+    scores = [s for _, s in ranked]
+    assert scores == sorted(scores, reverse=True)
+  assert [int(fields[3]) for fields in lines[:DEPTH]] == list(range(1, DEPTH + 1))
+  return run
+
+
+def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch, capsys):
+  workdir = str(tmp_path / "job")
+  results = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=QUERIES,
+                                     gin_bindings=TINY_RECIPE, progress=False)
+  out = capsys.readouterr().out
+  for stage in ("export", "bm25", "train", "rerank", "evaluate"):
+    assert f"== {stage}: " in out
+  assert "BM25+monoT5" in out and "p-values vs BM25" in out
+
+  qids = list(read_queries(os.path.join(workdir, "data", "queries.tsv")))[:QUERIES]
+  pool = read_run(os.path.join(workdir, "data", "pool.run"))
+  bm25 = check_run_file(os.path.join(workdir, "bm25.run"), qids, pool)
+  monot5 = check_run_file(os.path.join(workdir, "monot5.run"), qids, pool)
+  assert all({d for d, _ in bm25[q]} == {d for d, _ in monot5[q]} for q in qids)  # same candidates
+
+  with open(os.path.join(workdir, "results.json")) as f:
+    saved = json.load(f)
+  assert saved == results
+  assert saved["queries"] == QUERIES and saved["depth"] == DEPTH
+  assert saved["model"]["trained_now"] and saved["model"]["step"] == 2
+  assert saved["model"]["max_length"] == 64
+  runs = saved["evaluation"]["runs"]
+  assert [r["name"] for r in runs] == ["BM25", "BM25+monoT5"]
+  for r in runs:
+    assert set(r["mean"]) == set(pipeline.METRICS)
+    assert all(0.0 <= v <= 1.0 for v in r["mean"].values())
+  assert set(runs[1]["vs_baseline"]) == set(pipeline.METRICS)
+  assert 0.0 <= runs[1]["vs_baseline"]["MRR"]["p"] <= 1.0
+  assert set(saved["timings_s"]) == {"export", "bm25", "train", "rerank", "evaluate", "total"}
+  with open(os.path.join(workdir, "results.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+  final = os.path.join(workdir, "model", "final")
+  stamp = os.path.getmtime(os.path.join(final, "config.json"))
+
+  def no_training():
+    raise AssertionError("the second run trained again")
+
+  monkeypatch.setattr(train_cli, "train_configured", no_training)
+  again = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=QUERIES,
+                                   gin_bindings=TINY_RECIPE, progress=False)
+  assert "using the model in" in capsys.readouterr().out
+  assert not again["model"]["trained_now"] and "load model" in again["timings_s"]
+  assert os.path.getmtime(os.path.join(final, "config.json")) == stamp
+  assert again["evaluation"]["runs"] == runs  # same model, same candidates, same figures
+
+
+def test_recipe_hash_follows_the_gin_config_but_not_model_dir():
+  base = pipeline.recipe([pipeline.DEFAULT_GIN_FILE], TINY_RECIPE)
+  assert pipeline.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "MODEL_DIR = '/elsewhere'"]
+                         ) == base
+  other = pipeline.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "TRAIN_STEPS = 3"])
+  assert other["sha256"] != base["sha256"] and "TRAIN_STEPS = 3" in other["gin"]
+
+
+def test_bad_depth_is_refused_before_any_work(tmp_path):
+  with pytest.raises(ValueError, match="must be positive"):
+    pipeline.run_insuranceqa(workdir=str(tmp_path), depth=0)
+  assert os.listdir(tmp_path) == []
