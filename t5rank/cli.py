@@ -20,6 +20,7 @@ COMMANDS = {
     "retrieve": "t5rank.retrieval",
     "evaluate": "t5rank.evaluation",
     "score": "t5rank.scoring",
+    "topics": "t5rank.topics",
 }
 
 

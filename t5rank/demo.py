@@ -18,13 +18,7 @@ from __future__ import annotations
 import argparse
 
 from t5rank.pipeline import DEFAULT_GIN_FILE, DEFAULT_WORKDIR
-
-
-def _positive_int(text: str) -> int:
-  value = int(text)
-  if value < 1:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-  return value
+from t5rank.retrieval import positive_int
 
 
 def add_parser(subparsers) -> None:
@@ -32,9 +26,9 @@ def add_parser(subparsers) -> None:
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--workdir", default=DEFAULT_WORKDIR,
                  help=f"where data, index, model, runs and results go (default: {DEFAULT_WORKDIR})")
-  p.add_argument("--depth", type=_positive_int, default=100,
+  p.add_argument("--depth", type=positive_int, default=100,
                  help="BM25 candidates reranked per query (default: 100)")
-  p.add_argument("--queries", type=_positive_int, metavar="N",
+  p.add_argument("--queries", type=positive_int, metavar="N",
                  help="only the first N test queries (default: all 2,000)")
   p.add_argument("--retrain", action="store_true",
                  help="train a new model even if WORKDIR/model holds one of the same recipe")

@@ -7,6 +7,8 @@ Formats (each file is UTF-8, optionally gzipped when its name ends in `.gz`; bla
   a text key (`text`, `contents`, `body`) and an optional `title`. Empty text is allowed.
 - qrels: TREC `qid 0 docid relevance`, whitespace-separated.
 - runs: TREC `qid Q0 docid rank score tag`, or two columns `qid docid` (whitespace or tab).
+- TREC topics (`read_trec_topics`): `<top>` blocks with `<num>`, `<title>`, `<desc>`, `<narr>`, as
+  Robust04's topic file has them.
 
 A JSONL file is recognized by its first non-blank line starting with `{`. A malformed line raises
 `InputFormatError` naming the file, the line and what was expected; with `skip_bad=True` such lines
@@ -21,6 +23,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import tempfile
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
@@ -207,6 +210,54 @@ def read_run(path: str, *, skip_bad: bool = False) -> Run:
 
   _read_lines(path, handle, skip_bad)
   return run
+
+
+@dataclasses.dataclass(frozen=True)
+class Topic:
+  """One TREC topic; `description` and `narrative` are "" when the file has none."""
+  title: str
+  description: str = ""
+  narrative: str = ""
+
+
+_TOPIC_BLOCK = re.compile(r"<top>(.*?)</top>", re.DOTALL)
+_TOPIC_TAG = re.compile(r"<(num|title|desc|narr)>")
+_TOPIC_LABELS = {"num": "Number:", "title": "Topic:", "desc": "Description:", "narr": "Narrative:"}
+
+
+def read_trec_topics(path: str) -> dict[str, Topic]:
+  """topic number -> Topic, from a TREC topics file: `<top>` ... `</top>` blocks whose fields open
+  with `<num> Number: 301`, `<title> ...`, `<desc> Description: ...`, `<narr> Narrative: ...` (not
+  closed; closing tags are allowed too). Labels are dropped and whitespace runs collapsed. A block
+  without a number or a title, a repeated number, or a file without blocks raises InputFormatError
+  naming the file and the line of the block's `<top>`."""
+  with _open_binary(path) as f:
+    raw = f.read()
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = raw.count(b"\n", 0, e.start) + 1
+    raise InputFormatError(f"{path}:{line}: undecodable bytes (expected UTF-8)") from None
+  topics: dict[str, Topic] = {}
+  for block in _TOPIC_BLOCK.finditer(text):
+    line = text.count("\n", 0, block.start()) + 1
+    where = f"{path}:{line}"
+    parts = _TOPIC_TAG.split(re.sub(r"</(num|title|desc|narr)>", " ", block[1]))
+    fields = {}
+    for tag, content in zip(parts[1::2], parts[2::2]):
+      content = " ".join(content.split())
+      if content.startswith(_TOPIC_LABELS[tag]):
+        content = content[len(_TOPIC_LABELS[tag]):].strip()
+      fields[tag] = content
+    if not fields.get("num") or not fields.get("title"):
+      raise InputFormatError(f"{where}: a topic needs <num> and <title>; found "
+                             f"{sorted(tag for tag, value in fields.items() if value)}")
+    if fields["num"] in topics:
+      raise InputFormatError(f"{where}: duplicate topic number {fields['num']!r}")
+    topics[fields["num"]] = Topic(fields["title"], fields.get("desc", ""), fields.get("narr", ""))
+  if not topics:
+    raise InputFormatError(f"{path}: no <top> ... </top> topic found (expected a TREC topics file)")
+  return topics
 
 
 @contextlib.contextmanager

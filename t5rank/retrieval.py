@@ -315,7 +315,8 @@ def retrieve(index: BM25Index, queries: Mapping[str, str], *, k: int = 1000, rm3
   return run
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+  """argparse type: a positive integer."""
   value = int(text)
   if value < 1:
     raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
@@ -331,7 +332,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--queries", required=True, help="queries, TSV or JSONL")
   p.add_argument("--output", required=True, help="TREC run to write")
   p.add_argument("--index", help="directory to save the index to and reuse it from")
-  p.add_argument("--k", type=_positive_int, default=1000, help="documents per query (default 1000)")
+  p.add_argument("--k", type=positive_int, default=1000, help="documents per query (default 1000)")
   p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9, Anserini's)")
   p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4, Anserini's)")
   p.add_argument("--language", choices=LANGUAGES, default="en",
@@ -339,8 +340,8 @@ def add_parser(subparsers) -> None:
   p.add_argument("--candidates", help="a TREC run: rerank each query's candidates instead of "
                                       "searching the whole corpus")
   p.add_argument("--rm3", action="store_true", help="BM25+RM3 query expansion")
-  p.add_argument("--fb-docs", type=_positive_int, default=RM3.fb_docs, help="RM3 feedback documents (10)")
-  p.add_argument("--fb-terms", type=_positive_int, default=RM3.fb_terms, help="RM3 feedback terms (10)")
+  p.add_argument("--fb-docs", type=positive_int, default=RM3.fb_docs, help="RM3 feedback documents (10)")
+  p.add_argument("--fb-terms", type=positive_int, default=RM3.fb_terms, help="RM3 feedback terms (10)")
   p.add_argument("--original-weight", type=float, default=RM3.original_weight,
                  help="RM3 weight of the original query (0.5)")
   p.set_defaults(func=run)
