@@ -98,3 +98,9 @@ def test_bad_depth_is_refused_before_any_work(tmp_path):
   with pytest.raises(ValueError, match="must be positive"):
     pipeline.run_insuranceqa(workdir=str(tmp_path), depth=0)
   assert os.listdir(tmp_path) == []
+
+
+def test_demo_command_refuses_flags_that_are_not_gin_bindings(capsys):
+  from t5rank.cli import main
+  with pytest.raises(SystemExit, match="unrecognized argument '--steps=3'; expected --gin.NAME=VALUE"):
+    main(["demo", "--workdir", "/nonexistent", "--steps=3"])
