@@ -104,3 +104,34 @@ def test_demo_command_refuses_flags_that_are_not_gin_bindings(capsys):
   from t5rank.cli import main
   with pytest.raises(SystemExit, match="unrecognized argument '--steps=3'; expected --gin.NAME=VALUE"):
     main(["demo", "--workdir", "/nonexistent", "--steps=3"])
+
+
+def test_prepare_model_reuses_resumes_or_moves_aside_by_recipe(tmp_path, monkeypatch):
+  model_dir = str(tmp_path / "model")
+  calls = []
+
+  def fake_training():  # what the trainer leaves: a t5rank checkpoint in MODEL_DIR/final
+    import gin
+    final = os.path.join(gin.query_parameter("%MODEL_DIR"), "final")
+    calls.append(gin.query_parameter("%TRAIN_STEPS"))
+    if not os.path.exists(final):
+      os.makedirs(os.path.join(final, "params"))
+      with open(os.path.join(final, "config.json"), "w") as f:
+        f.write("{}")
+
+  monkeypatch.setattr(train_cli, "train_configured", fake_training)
+  gin_files = [pipeline.DEFAULT_GIN_FILE]
+  assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE) == (
+      os.path.join(model_dir, "final"), True)
+  assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE)[1] is False  # same recipe
+  assert calls == [2]
+  os.remove(os.path.join(model_dir, "final", "config.json"))  # as if training was interrupted
+  assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE)[1] is True  # resumed in place
+  assert calls == [2, 2] and not os.path.exists(model_dir + ".previous")
+  assert pipeline.prepare_model(model_dir, gin_files, [*TINY_RECIPE, "TRAIN_STEPS = 3"])[1] is True
+  assert calls == [2, 2, 3] and os.path.exists(os.path.join(model_dir + ".previous", "final"))
+  assert pipeline.prepare_model(model_dir, gin_files, [*TINY_RECIPE, "TRAIN_STEPS = 3"],
+                                retrain=True)[1] is True
+  assert calls == [2, 2, 3, 3]
+  with open(os.path.join(model_dir + ".previous", pipeline.RECIPE_FILE)) as f:
+    assert "TRAIN_STEPS = 3" in json.load(f)["gin"]  # the model it replaced
