@@ -16,6 +16,7 @@ INSTALL_REQUIRES = [
     "sentencepiece==0.2.3",
     "gin-config==0.5.0",
     "clu==0.0.12",
+    "tensorboard==2.21.0",  # clu's metric writers need it and do not declare it
     "safetensors==0.8.0",  # Hugging Face checkpoints without torch
     "tqdm==4.70.1",  # progress bars
     "insuranceqa-data==1.2",  # the offline InsuranceQA v2 corpus (1.3+ download at run time)
