@@ -325,7 +325,7 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
         if is_chief:
           print(f"step {step} eval " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()),
                 flush=True)
-        scalars.update(results)
+        scalars = {**scalars, **results}  # the async writer may still be reading `scalars`
       if step % checkpoint_every == 0 or step == train_steps:
         _save(manager, state, dict(run, step=step))
   finally:
