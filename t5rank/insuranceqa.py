@@ -15,7 +15,7 @@ import json
 import os
 
 from t5rank.readers import atomic_write, write_run
-from t5rank.sources import INSURANCEQA_SPLITS
+from t5rank.sources import load_insuranceqa
 
 FILES = ("queries.tsv", "corpus.jsonl", "qrels.txt", "pool.run")
 
@@ -27,14 +27,7 @@ def _clean(text: str) -> str:
 def export_insuranceqa(out_dir: str, split: str = "test", language: str = "en") -> dict[str, str]:
   """Writes the four files above to `out_dir` (each atomically) and returns {file name: path}.
   `split` is train, validation or test; `language` en or zh."""
-  import insuranceqa_data
-
-  if split not in INSURANCEQA_SPLITS:
-    raise ValueError(f"unknown InsuranceQA split {split!r}; choose one of {list(INSURANCEQA_SPLITS)}")
-  if language not in ("en", "zh"):
-    raise ValueError(f"unknown InsuranceQA language {language!r}; choose en or zh")
-  answers = insuranceqa_data.load_answers()
-  records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()
+  records, answers = load_insuranceqa(split, language)
   qids = sorted(records, key=int)
   paths = {name: os.path.join(out_dir, name) for name in FILES}
   os.makedirs(out_dir, exist_ok=True)

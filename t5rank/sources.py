@@ -256,15 +256,20 @@ INSURANCEQA_SPLITS = {"train": "load_train", "validation": "load_valid", "test":
 def insuranceqa(split: str, language: str = "en") -> TripleTable:
   """InsuranceQA v2 (`insuranceqa-data`): one positive row per (query, relevant answer); the pool of
   a query is its retrieved negatives that are not relevant. `language` is `en` or `zh`."""
+  records, answers = load_insuranceqa(split, language)
+  return insuranceqa_table(records, answers, language)
+
+
+def load_insuranceqa(split: str, language: str) -> tuple[dict, dict]:
+  """The raw `insuranceqa-data` records of `split` and all answers, after checking `split` (train,
+  validation, test) and `language` (en, zh)."""
   import insuranceqa_data
 
   if split not in INSURANCEQA_SPLITS:
     raise ValueError(f"unknown InsuranceQA split {split!r}; choose one of {list(INSURANCEQA_SPLITS)}")
   if language not in ("en", "zh"):
     raise ValueError(f"unknown InsuranceQA language {language!r}; choose en or zh")
-  answers = insuranceqa_data.load_answers()
-  records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()
-  return insuranceqa_table(records, answers, language)
+  return getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])(), insuranceqa_data.load_answers()
 
 
 def insuranceqa_table(records: dict, answers: dict, language: str) -> TripleTable:
