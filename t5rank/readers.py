@@ -41,8 +41,8 @@ class InputFormatError(ValueError):
   """A malformed input line; the message names the file, the line and what was expected."""
 
 
-class _BadLine(Exception):
-  """Raised by a line handler; `_read_lines` adds the file name and line number."""
+class BadLine(Exception):
+  """Raised by a line handler; `read_lines` adds the file name and line number."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _open_binary(path: str) -> IO[bytes]:
   return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-def _read_lines(path: str, handle: Callable[[str], None], skip_bad: bool) -> None:
+def read_lines(path: str, handle: Callable[[str], None], skip_bad: bool) -> None:
   """Calls `handle(line)` on each non-blank decoded line (without its line break)."""
   bad: list[str] = []
   with _open_binary(path) as f:
@@ -65,11 +65,11 @@ def _read_lines(path: str, handle: Callable[[str], None], skip_bad: bool) -> Non
         try:
           line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-          raise _BadLine(f"undecodable bytes (expected UTF-8) at byte {e.start}") from None
+          raise BadLine(f"undecodable bytes (expected UTF-8) at byte {e.start}") from None
         line = line.rstrip("\r\n")
         if line.strip():
           handle(line)
-      except _BadLine as e:
+      except BadLine as e:
         message = f"{path}:{lineno}: {e}"
         if not skip_bad:
           raise InputFormatError(message) from None
@@ -90,9 +90,9 @@ def _json_object(line: str) -> dict:
   try:
     obj = json.loads(line)
   except json.JSONDecodeError as e:
-    raise _BadLine(f"bad JSON ({e.msg} at column {e.colno})") from None
+    raise BadLine(f"bad JSON ({e.msg} at column {e.colno})") from None
   if not isinstance(obj, dict):
-    raise _BadLine(f"expected a JSON object, got {type(obj).__name__}")
+    raise BadLine(f"expected a JSON object, got {type(obj).__name__}")
   return obj
 
 
@@ -101,25 +101,26 @@ def _json_field(obj: dict, keys: Sequence[str], what: str, required: bool = True
     if key in obj:
       value = obj[key]
       if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _BadLine(f"{what} key {key!r} must be a string, got {type(value).__name__}")
+        raise BadLine(f"{what} key {key!r} must be a string, got {type(value).__name__}")
       return str(value)
   if required:
-    raise _BadLine(f"no {what} key; expected one of {list(keys)}, found {sorted(obj)}")
+    raise BadLine(f"no {what} key; expected one of {list(keys)}, found {sorted(obj)}")
   return None
 
 
-def _columns(line: str, sep: str | None, counts: Sequence[int], expected: str) -> list[str]:
+def split_columns(line: str, sep: str | None, counts: Sequence[int], expected: str) -> list[str]:
+  """`line` split on `sep` (None: any whitespace); `BadLine` unless the count is one of `counts`."""
   fields = line.split(sep)
   if len(fields) not in counts:
-    raise _BadLine(f"expected {expected}, got {len(fields)} column(s)")
+    raise BadLine(f"expected {expected}, got {len(fields)} column(s)")
   return fields
 
 
 def _add_unique(table: dict, key: str, value, what: str) -> None:
   if not key.strip():
-    raise _BadLine(f"empty {what} id")
+    raise BadLine(f"empty {what} id")
   if key in table:
-    raise _BadLine(f"duplicate {what} id {key!r}")
+    raise BadLine(f"duplicate {what} id {key!r}")
   table[key] = value
 
 
@@ -135,12 +136,12 @@ def read_queries(path: str, *, skip_bad: bool = False) -> dict[str, str]:
       qid = _json_field(obj, QUERY_ID_KEYS, "query id")
       text = _json_field(obj, QUERY_TEXT_KEYS, "query text")
     else:
-      qid, text = _columns(line, "\t", (2,), "2 tab-separated columns (qid, text)")
+      qid, text = split_columns(line, "\t", (2,), "2 tab-separated columns (qid, text)")
     if not text.strip():
-      raise _BadLine(f"empty query text for query {qid!r}")
+      raise BadLine(f"empty query text for query {qid!r}")
     _add_unique(queries, qid, text, "query")
 
-  _read_lines(path, handle, skip_bad)
+  read_lines(path, handle, skip_bad)
   return queries
 
 
@@ -157,11 +158,11 @@ def read_corpus(path: str, *, skip_bad: bool = False) -> dict[str, Document]:
       text = _json_field(obj, DOC_TEXT_KEYS, "document text")
       title = _json_field(obj, ("title",), "title", required=False) or ""
     else:
-      fields = _columns(line, "\t", (2, 3), "2 or 3 tab-separated columns (id, text[, title])")
+      fields = split_columns(line, "\t", (2, 3), "2 or 3 tab-separated columns (id, text[, title])")
       docid, text, title = (fields + [""])[:3]
     _add_unique(corpus, docid, Document(text=text, title=title), "document")
 
-  _read_lines(path, handle, skip_bad)
+  read_lines(path, handle, skip_bad)
   return corpus
 
 
@@ -170,14 +171,14 @@ def read_qrels(path: str, *, skip_bad: bool = False) -> dict[str, dict[str, int]
   qrels: dict[str, dict[str, int]] = {}
 
   def handle(line: str) -> None:
-    qid, _, docid, rel = _columns(line, None, (4,), "4 columns (qid 0 docid relevance)")
+    qid, _, docid, rel = split_columns(line, None, (4,), "4 columns (qid 0 docid relevance)")
     try:
       relevance = int(rel)
     except ValueError:
-      raise _BadLine(f"relevance must be an integer, got {rel!r}") from None
+      raise BadLine(f"relevance must be an integer, got {rel!r}") from None
     qrels.setdefault(qid, {})[docid] = relevance
 
-  _read_lines(path, handle, skip_bad)
+  read_lines(path, handle, skip_bad)
   return qrels
 
 
@@ -191,24 +192,24 @@ def read_run(path: str, *, skip_bad: bool = False) -> Run:
   seen: set[tuple[str, str]] = set()
 
   def handle(line: str) -> None:
-    fields = _columns(line, None, (2, 6),
+    fields = split_columns(line, None, (2, 6),
                       "6 columns (qid Q0 docid rank score tag) or 2 columns (qid docid)")
     qid, docid = (fields[0], fields[2]) if len(fields) == 6 else fields
     if (qid, docid) in seen:
-      raise _BadLine(f"document {docid!r} appears twice for query {qid!r}")
+      raise BadLine(f"document {docid!r} appears twice for query {qid!r}")
     if len(fields) == 6:
       try:
         int(fields[3])
         score = float(fields[4])
       except ValueError:
-        raise _BadLine(f"rank must be an integer and score a number, got {fields[3]!r}, "
+        raise BadLine(f"rank must be an integer and score a number, got {fields[3]!r}, "
                        f"{fields[4]!r}") from None
     else:
       score = -float(len(run.get(qid, ())) + 1)
     seen.add((qid, docid))
     run.setdefault(qid, []).append((docid, score))
 
-  _read_lines(path, handle, skip_bad)
+  read_lines(path, handle, skip_bad)
   return run
 
 

@@ -30,7 +30,7 @@ from typing import Iterator, Optional, Sequence
 import gin
 import numpy as np
 
-from t5rank.readers import (InputFormatError, _BadLine, _columns, _read_lines, read_corpus,
+from t5rank.readers import (InputFormatError, BadLine, split_columns, read_lines, read_corpus,
                             read_qrels, read_queries, read_run)
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def _read_rows(path: str, parse, max_triples: Optional[int], skip_bad: bool) -> 
     count += 1
 
   try:
-    _read_lines(path, handle, skip_bad)
+    read_lines(path, handle, skip_bad)
   except _Enough:
     pass
 
@@ -150,12 +150,12 @@ def read_triples_tsv(path: str, *, max_triples: Optional[int] = None,
   queries, documents, rows = _Interner(), _Interner(), []
 
   def parse(line: str) -> None:
-    query, positive, negative = _columns(
+    query, positive, negative = split_columns(
         line, "\t", (3,), "3 tab-separated columns (query, positive passage, negative passage)")
     for name, text in (("query", query), ("positive passage", positive),
                        ("negative passage", negative)):
       if not text.strip():
-        raise _BadLine(f"empty {name}")
+        raise BadLine(f"empty {name}")
     rows.append((queries(query), documents(positive), documents(negative)))
 
   _read_rows(path, parse, max_triples, skip_bad)
@@ -171,12 +171,12 @@ def read_qidpid_triples(path: str, queries_path: str, collection_path: str, *,
   queries, documents, rows = _Interner(), _Interner(), []
 
   def parse(line: str) -> None:
-    qid, pos, neg = _columns(line, None, (3,), "3 columns (qid, positive pid, negative pid)")
+    qid, pos, neg = split_columns(line, None, (3,), "3 columns (qid, positive pid, negative pid)")
     if qid not in query_texts:
-      raise _BadLine(f"unknown query id {qid!r} (not in {queries_path})")
+      raise BadLine(f"unknown query id {qid!r} (not in {queries_path})")
     for pid in (pos, neg):
       if pid not in corpus:
-        raise _BadLine(f"unknown passage id {pid!r} (not in {collection_path})")
+        raise BadLine(f"unknown passage id {pid!r} (not in {collection_path})")
     rows.append((queries(query_texts[qid]), documents(document_text(corpus[pos])),
                  documents(document_text(corpus[neg]))))
 
