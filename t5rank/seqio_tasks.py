@@ -27,6 +27,13 @@ TRIPLE_SIGNATURE = {"query": tf.TensorSpec((), tf.string),
 
 # The paper's six (Table 4) and mT5's yes/no.
 VARIANTS = ("true_false", "false_true", "hot_cold", "apple_orange", "hot_orange", "ab_de", "yes_no")
+_TARGET_WORDS: dict[str, TargetSpec] = {}  # task name -> the target words it was registered with
+
+
+def task_target_words(task_name: str) -> Optional[TargetSpec]:
+  """The target words (a registry name or a pair) a monoT5 task trains, None for other tasks.
+  The trainer writes them into the final checkpoint, so that `t5rank score` uses the same words."""
+  return _TARGET_WORDS.get(task_name)
 
 
 class TripleSource(seqio.DataSource):
@@ -106,6 +113,7 @@ def register_monot5_task(name: str, source: seqio.DataSource, targets: TargetSpe
   A `seqio.CacheDatasetPlaceholder` marks where the rows are triples: `training_dataset` shuffles
   and skips there. Tasks on a `TripleSource` shuffle triples inside the source; others must be
   trained through `training_dataset` (`Task.get_dataset(shuffle=True)` refuses them)."""
+  _TARGET_WORDS[name] = targets
   return seqio.TaskRegistry.add(
       name, source=source, output_features=preprocessors.output_features(),
       preprocessors=[*source_preprocessors, seqio.CacheDatasetPlaceholder(),
@@ -139,6 +147,8 @@ def register_data_poor(task_name: str, n: int, seeds: Sequence[int]) -> list[str
   names = []
   for seed in seeds:
     names.append(data_poor_name(task_name, n, seed))
+    if task_name in _TARGET_WORDS:
+      _TARGET_WORDS[names[-1]] = _TARGET_WORDS[task_name]
     seqio.TaskRegistry.add(names[-1], source=task.source.with_data_poor(n, seed), output_features=task.output_features,
                            preprocessors=task.preprocessors, shuffle_buffer_size=None)
   return names

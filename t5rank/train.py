@@ -332,7 +332,11 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     manager.wait_until_finished()
     manager.close()
     writer.flush()
-  _export_final(os.path.join(model_dir, "final"), state["params"], config, dict(run, step=step))
+  from t5rank.seqio_tasks import task_target_words
+  targets = task_target_words(task_name)  # so that `t5rank score` scores with the trained words
+  extra = {} if targets is None else {"target_words": targets}
+  _export_final(os.path.join(model_dir, "final"), state["params"], config,
+                dict(run, step=step, **extra))
   return scalars
 
 

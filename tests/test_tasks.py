@@ -146,3 +146,11 @@ def test_inspect_task_prints_decoded_examples(capsys):
   assert "inputs text:  Query: What  Happens  When  Term  Life  Insurance  Is  Paid  Up?" in out
   assert "targets (2 ids): [8947, 1]" in out
   assert "'▁Relevan', 't', ':', '</s>'" in out
+
+
+def test_tasks_record_their_target_words_for_the_final_checkpoint():
+  from t5rank.seqio_tasks import task_target_words
+  assert task_target_words("insuranceqa_en_monot5_hot_cold") == "hot_cold"
+  assert task_target_words("msmarco_passage_monot5_false_true") == "false_true"
+  assert task_target_words("insuranceqa_en_monot5_true_false_1k_s3") == "true_false"
+  assert task_target_words("not_a_monot5_task") is None
