@@ -37,6 +37,14 @@ RECIPE_FILE = "recipe.json"
 _MODEL_DIR_PLACEHOLDER = "MODEL_DIR"
 
 
+def _read_json(path: str) -> Optional[dict]:
+  """The JSON object in `path`, or None when there is no such file."""
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def _stage(name: str) -> float:
   print(f"== {name}", flush=True)
   return time.perf_counter()
@@ -79,10 +87,7 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
   wanted = recipe(gin_files, bindings)
   final = os.path.join(model_dir, "final")
   recipe_path = os.path.join(model_dir, RECIPE_FILE)
-  saved = None
-  if os.path.exists(recipe_path):
-    with open(recipe_path, encoding="utf-8") as f:
-      saved = json.load(f)
+  saved = _read_json(recipe_path)
   same = saved is not None and saved.get("sha256") == wanted["sha256"]
   if same and not retrain and native.is_native_checkpoint(final):
     print(f"using the model in {final} (trained by the same recipe, {wanted['sha256'][:12]})",
@@ -194,15 +199,24 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
   start = _stage(f"rerank: monoT5 on BM25's top {depth} ({pairs} pairs)")
   max_length = metadata.get("feature_lengths", {}).get("inputs", ScoringOptions.max_length)
   options = ScoringOptions(window=0, max_length=max_length, tag="monot5")
-  with open(os.path.join(model_dir, RECIPE_FILE), encoding="utf-8") as f:
-    recipe_sha256 = json.load(f)["sha256"]
-  monot5 = score_candidates(params, config=config, vocab=vocab, target_ids=target_ids,
-                            queries=queries, corpus=corpus, candidates=bm25,
-                            output=paths["monot5.run"], options=options,
-                            model_id=f"{os.path.abspath(checkpoint)}@{recipe_sha256}",
-                            progress=progress)
-  rate = pairs / max(time.perf_counter() - start, 1e-9)
-  _done("rerank", start, timings, f"{rate:.1f} pairs/s, compilation and tokenization included")
+  recipe_sha256 = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
+  model_id = f"{os.path.abspath(checkpoint)}@{recipe_sha256}"
+  with open(paths["bm25.run"], "rb") as f:  # the reranked run is reused for the same inputs
+    stamp = {"model": model_id, "max_length": max_length,
+             "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
+  stamp_path = paths["monot5.run"] + ".json"
+  if not trained and os.path.exists(paths["monot5.run"]) and _read_json(stamp_path) == stamp:
+    monot5 = read_run(paths["monot5.run"])
+    _done("reuse run", start, timings, f"{paths['monot5.run']}, scored by the same model")
+  else:
+    monot5 = score_candidates(params, config=config, vocab=vocab, target_ids=target_ids,
+                              queries=queries, corpus=corpus, candidates=bm25,
+                              output=paths["monot5.run"], options=options, model_id=model_id,
+                              progress=progress)
+    with atomic_write(stamp_path) as f:
+      json.dump(stamp, f, indent=1)
+    rate = pairs / max(time.perf_counter() - start, 1e-9)
+    _done("rerank", start, timings, f"{rate:.1f} pairs/s, compilation and tokenization included")
 
   start = _stage("evaluate")
   report = evaluation.evaluate(qrels, dict(zip(SYSTEMS, (bm25, monot5))), METRICS)

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from t5rank import pipeline, train_cli
+from t5rank import pipeline, scoring, train_cli
 from t5rank.readers import read_queries, read_run
 
 # The experiment gin with the model shrunk, inputs cut short, 2 steps and no evaluation during training.
@@ -77,11 +77,16 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   def no_training():
     raise AssertionError("the second run trained again")
 
+  def no_scoring(*args, **kwargs):
+    raise AssertionError("the second run scored the same candidates again")
+
   monkeypatch.setattr(train_cli, "train_configured", no_training)
+  monkeypatch.setattr(scoring, "score_candidates", no_scoring)
   again = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=QUERIES,
                                    gin_bindings=TINY_RECIPE, progress=False)
   assert "using the model in" in capsys.readouterr().out
   assert not again["model"]["trained_now"] and "load model" in again["timings_s"]
+  assert "reuse run" in again["timings_s"] and "rerank" not in again["timings_s"]
   assert os.path.getmtime(os.path.join(final, "config.json")) == stamp
   assert again["evaluation"]["runs"] == runs  # same model, same candidates, same figures
 
