@@ -1,0 +1,18 @@
+"""Largest differences between t5rank and the Hugging Face references in tests/golden/ (written by
+scripts/make_hf_goldens.py with transformers + torch, float32). Needs no torch.
+
+    .venv/bin/python scripts/hf_numerics.py
+"""
+
+import numpy as np
+from t5rank.checkpoints.hf import load_hf_checkpoint
+from t5rank.network import T5
+from t5rank.score import monot5_score
+for name in ("v1_0", "v1_1"):
+  d = f"tests/golden/hf_{name}"
+  config, params = load_hf_checkpoint(d)
+  ref = np.load(f"{d}/reference.npz")
+  logits = T5(config).apply({"params": params}, ref["input_ids"], ref["decoder_input_ids"])
+  log_p, _ = monot5_score(params, ref["input_ids"], config=config, target_ids=(1176, 6136))
+  print(name, "max |logits diff| %.1e" % np.abs(np.asarray(logits) - ref["logits"]).max(),
+        "max |log P(true) diff| %.1e" % np.abs(np.asarray(log_p) - ref["log_p_true"]).max())
