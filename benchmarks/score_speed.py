@@ -169,9 +169,11 @@ def report(rows: list[dict], command: str, loads: tuple, elapsed: float) -> str:
 
 
 def write_section(path: str, section: str) -> None:
-  """Replaces the scorer section of `path` (or appends it), leaving the other sections as they are."""
+  """Replaces the section of `path` whose heading is `section`'s first line (or appends it), leaving
+  the other sections as they are."""
   text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-  pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+  heading = section.split("\n", 1)[0]
+  pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
   if pattern.search(text):
     text = pattern.sub(lambda _: section + "\n", text, count=1)
   else:
