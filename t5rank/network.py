@@ -345,6 +345,42 @@ def init_params(config: T5Config, rng: Array, encoder_length: int = 8, decoder_l
   return nn.unbox(variables["params"])
 
 
+def term_matching_init(params, config: T5Config, rng: Array, *, num_heads: int,
+                       scale: float = 1.0, self_bias: float = -10.0):
+  """Random `params` with the first `num_heads` heads of encoder layer 0 set up to match terms.
+
+  Those heads get query and key projections from the same random orthonormal basis
+  (`query = scale * key`), so the attention logit between two positions is `scale` times the dot
+  product of their (normalized) embeddings projected onto the head's subspace: about `scale * d_kv`
+  for two copies of the same token, near zero on average for different tokens. Their relative-position
+  bias for distance 0 is set to `self_bias`, so a token attends to its other copies (in the query:
+  to the document's) rather than to itself. Everything stays trainable; only the starting point
+  changes. A from-scratch monoT5 needs this: with uniform attention at init, the signal that would
+  teach "this query word occurs in the document" is spread over the whole input and training stays
+  at chance even on pairs whose query words were copied from the positive (docs/training.md).
+  """
+  if not 0 < num_heads <= config.num_heads:
+    raise ValueError(f"num_heads must be in 1..{config.num_heads}, got {num_heads}")
+  width = num_heads * config.d_kv
+  if width > config.d_model:
+    raise ValueError(f"{num_heads} heads x d_kv {config.d_kv} = {width} exceeds d_model "
+                     f"{config.d_model}: their projections cannot be orthonormal")
+  basis = jnp.linalg.qr(jax.random.normal(rng, (config.d_model, config.d_model), jnp.float32))[0]
+  basis = basis[:, :width]
+  encoder = dict(params["encoder"])
+  layer = dict(encoder["layers_0"])
+  attention = dict(layer["attention"])
+  attention["query"] = {"kernel": attention["query"]["kernel"].at[:, :width].set(scale * basis)}
+  attention["key"] = {"kernel": attention["key"]["kernel"].at[:, :width].set(basis)}
+  layer["attention"] = attention
+  encoder["layers_0"] = layer
+  self_bucket = int(relative_position_buckets(1, 1, True, config.relative_attention_num_buckets,
+                                              config.relative_attention_max_distance)[0])
+  bias = encoder["relpos_bias"]["rel_embedding"]
+  encoder["relpos_bias"] = {"rel_embedding": bias.at[:num_heads, self_bucket].set(self_bias)}
+  return {**params, "encoder": encoder}
+
+
 def param_axes(config: T5Config):
   """The logical axis names of every parameter, as a pytree of `jax.sharding.PartitionSpec`."""
   model = T5(config)

@@ -29,7 +29,7 @@ import optax
 
 from t5rank import partitioning
 from t5rank.config import T5Config
-from t5rank.network import T5, init_params
+from t5rank.network import T5, init_params, term_matching_init
 
 Batch = Mapping[str, Any]
 State = dict[str, Any]  # {"step": int32 scalar, "params": pytree, "opt_state": pytree}
@@ -239,7 +239,7 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
           dropout_rate: float = 0.1, z_loss: float = 0.0, pack: bool = False,
           mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
           checkpoint_every: int = 1000, keep_checkpoints: int = 3, log_every: int = 100,
-          eval_every: int = 0,
+          term_matching_heads: int = 0, eval_every: int = 0,
           eval_fn: Optional[Callable[[Any, T5Config], Mapping[str, float]]] = None,
           dataset_fn: Optional[DatasetFn] = None) -> dict[str, float]:
   """Fine-tunes `model_config` on the SeqIO task `task_name` for `train_steps` steps; returns the
@@ -260,6 +260,9 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     optimizer: learning rate -> optax transformation (default: T5's Adafactor).
     mesh_shape: (data, model) device mesh; -1 for all remaining devices.
     seed: seeds the data order, parameter init and dropout.
+    term_matching_heads: from random weights, start this many heads of encoder layer 0 as
+      term-matching heads (`t5rank.network.term_matching_init`); 0 = T5's plain init. Refused with
+      `init_checkpoint`, whose weights are the starting point.
     checkpoint_every, keep_checkpoints: save every N steps and at the end; keep the last K.
     log_every: steps between console lines and TensorBoard points.
     eval_every, eval_fn: every N steps (and at the end) call `eval_fn(params, config)` and log what it
@@ -274,12 +277,16 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     import t5rank.tasks  # noqa: F401  (registers the tasks)
     from t5rank.training_data import training_dataset as dataset_fn
   config = model_config.replace(dropout_rate=dropout_rate)
+  if term_matching_heads and init_checkpoint is not None:
+    raise ValueError("term_matching_heads initializes random weights; it cannot be combined with "
+                     f"init_checkpoint={init_checkpoint!r} (set one of them)")
   mesh = partitioning.create_mesh(mesh_shape)
   schedule = learning_rate_fn(learning_rate)
   trainer = make_trainer(config, mesh, optimizer=optimizer(schedule), schedule=schedule,
                          dropout_seed=seed, z_loss=z_loss)
   run = _to_jsonable({"task_name": task_name, "batch_size": batch_size, "seed": seed, "pack": pack,
-                      "feature_lengths": dict(feature_lengths), "config": config.to_json()})
+                      "feature_lengths": dict(feature_lengths), "config": config.to_json(),
+                      **({"term_matching_heads": term_matching_heads} if term_matching_heads else {})})
   is_chief = jax.process_index() == 0
   os.makedirs(model_dir, exist_ok=True)
   if is_chief:
@@ -291,7 +298,7 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     state, step = _restore(manager, trainer, run)
     print(f"resumed from {manager.directory}/{step}", flush=True)
   else:
-    state, step = _initial_state(trainer, config, init_checkpoint, seed), 0
+    state, step = _initial_state(trainer, config, init_checkpoint, seed, term_matching_heads), 0
 
   shard_index, num_shards = partitioning.host_data_shard(mesh, batch_size)
   batches = dataset_fn(task_name, batch_size=batch_size,
@@ -353,10 +360,17 @@ def _export_final(directory: str, params, config: T5Config, metadata: dict) -> N
 
 
 def _initial_state(trainer: Trainer, config: T5Config, init_checkpoint: Optional[str],
-                   seed: int) -> State:
+                   seed: int, term_matching_heads: int = 0) -> State:
   """Fresh state from random weights (`seed`) or from the parameters of `init_checkpoint`."""
   if init_checkpoint is None:
-    params = jax.jit(functools.partial(init_params, config),
+    def fresh(rng):
+      params = init_params(config, rng)
+      if term_matching_heads:
+        params = term_matching_init(params, config, jax.random.fold_in(rng, 1),
+                                    num_heads=term_matching_heads)
+      return params
+
+    params = jax.jit(fresh,
                      out_shardings=partitioning.param_shardings(config, trainer.mesh))(
                          jax.random.PRNGKey(seed))
   else:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from t5rank.config import CONFIGS, T5Config, get_config
-from t5rank.network import T5, init_params, param_axes, relative_position_buckets
+from t5rank.network import T5, init_params, param_axes, relative_position_buckets, term_matching_init
 
 # A small vocabulary keeps the tiny tests fast; the ids used below stay under it.
 TINY = get_config("tiny", vocab_size=512, dropout_rate=0.0)
@@ -122,3 +122,59 @@ def test_bfloat16_activations_close_to_float32():
   half = _logits(TINY.replace(dtype="bfloat16"), params, enc, dec)
   assert jax.tree_util.tree_leaves(params)[0].dtype == jnp.float32
   np.testing.assert_allclose(half, full, atol=0.1 * float(jnp.abs(full).max()))
+
+
+def _first_layer_attention(params, config, tokens):
+  """Encoder layer 0's attention weights (H, L, L) for one unpadded row, computed by hand from the
+  parameters: RMS-normalized embeddings, per-head query.key, plus the relative-position bias."""
+  x = params["token_embedder"]["embedding"][jnp.asarray(tokens)]
+  x = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + config.layer_norm_epsilon)
+  x = x * params["encoder"]["layers_0"]["pre_attention_layer_norm"]["scale"]
+  attention = params["encoder"]["layers_0"]["attention"]
+  split = lambda y: y.reshape(len(tokens), config.num_heads, config.d_kv)
+  q, k = split(x @ attention["query"]["kernel"]), split(x @ attention["key"]["kernel"])
+  length = len(tokens)
+  table = relative_position_buckets(length, length, True, config.relative_attention_num_buckets,
+                                    config.relative_attention_max_distance)
+  relative = np.arange(length)[None, :] - np.arange(length)[:, None]
+  bias = params["encoder"]["relpos_bias"]["rel_embedding"][:, table[relative + length - 1]]
+  return jax.nn.softmax(jnp.einsum("qhk,thk->hqt", q, k) + bias, axis=-1)
+
+
+def test_term_matching_init_sets_only_the_matching_heads():
+  config = get_config("tiny")
+  params = init_params(config, jax.random.PRNGKey(0))
+  matched = term_matching_init(params, config, jax.random.PRNGKey(1), num_heads=2, scale=0.5)
+  width = 2 * config.d_kv
+  attention = matched["encoder"]["layers_0"]["attention"]
+  key = np.asarray(attention["key"]["kernel"][:, :width])
+  np.testing.assert_allclose(key.T @ key, np.eye(width), atol=1e-5)  # orthonormal columns
+  np.testing.assert_allclose(attention["query"]["kernel"][:, :width], 0.5 * key, atol=1e-7)
+  bias = np.asarray(matched["encoder"]["relpos_bias"]["rel_embedding"])
+  np.testing.assert_array_equal(bias[:2, 0], [-10.0, -10.0])
+  original = np.asarray(params["encoder"]["relpos_bias"]["rel_embedding"])
+  np.testing.assert_array_equal(bias[2:], original[2:])
+  np.testing.assert_array_equal(bias[:2, 1:], original[:2, 1:])
+  old = params["encoder"]["layers_0"]["attention"]
+  np.testing.assert_array_equal(attention["query"]["kernel"][:, width:], old["query"]["kernel"][:, width:])
+  np.testing.assert_array_equal(attention["value"]["kernel"], old["value"]["kernel"])
+  np.testing.assert_array_equal(matched["encoder"]["layers_1"]["attention"]["key"]["kernel"],
+                                params["encoder"]["layers_1"]["attention"]["key"]["kernel"])
+  with pytest.raises(ValueError, match="num_heads"):
+    term_matching_init(params, config, jax.random.PRNGKey(1), num_heads=config.num_heads + 1)
+
+
+def test_term_matching_heads_attend_to_the_other_copy():
+  """A query word that also occurs in the document: the matching heads put almost all of that
+  word's attention on its copy; T5's plain init spreads it evenly."""
+  config = get_config("tiny")
+  params = init_params(config, jax.random.PRNGKey(0))
+  matched = term_matching_init(params, config, jax.random.PRNGKey(1), num_heads=2)
+  tokens = [3155, 10, 1712, 4039, 11167, 10, 8, 4039, 21, 4842, 5, 31, 1]  # 4039 at 3 and 7
+  plain = _first_layer_attention(params, config, tokens)
+  weights = _first_layer_attention(matched, config, tokens)
+  for head in range(2):
+    assert weights[head, 3, 7] > 0.9 and weights[head, 7, 3] > 0.9
+    assert weights[head, 3, 3] < 0.01  # not to itself
+  assert plain[:, 3, 7].max() < 0.3  # about 1/13 each
+  np.testing.assert_allclose(weights[2:], plain[2:], atol=1e-6)  # the other heads are unchanged

@@ -87,6 +87,24 @@ def test_real_loop_trains_checkpoints_and_logs(tmp_path):
   assert params["decoder"]["decoder_norm"]["scale"].shape == (32,)
 
 
+def test_term_matching_heads_start_from_the_matching_init(tmp_path):
+  model_dir = str(tmp_path / "run")
+  train_lib.train(**run_kwargs(model_dir, train_steps=1, learning_rate=0.0,
+                               term_matching_heads=2))
+  from t5rank.checkpoints import load_checkpoint
+  from t5rank.network import term_matching_init
+  _, params = load_checkpoint(os.path.join(model_dir, "final"))
+  rng = jax.random.PRNGKey(1)  # run_kwargs' seed
+  expected = term_matching_init(init_params(CONFIG, rng), CONFIG, jax.random.fold_in(rng, 1),
+                                num_heads=2)
+  diffs = jax.tree_util.tree_map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()),
+                                 params, expected)
+  assert max(jax.tree_util.tree_leaves(diffs)) < 1e-6  # learning rate 0: the init itself
+  with pytest.raises(ValueError, match="term_matching_heads"):
+    train_lib.train(**run_kwargs(str(tmp_path / "other"), init_checkpoint=os.path.join(model_dir, "final"),
+                                 term_matching_heads=2))
+
+
 def test_ranking_metrics_on_literal_rankings():
   from t5rank.rerank_eval import ranking_metrics
   scores = [np.array([0.1, 0.9, 0.5]), np.array([0.3, 0.2, 0.1] + [0.0] * 10), np.array([1.0, 1.0])]
