@@ -1,0 +1,72 @@
+"""Pseudo-queries drawn from a hand-written corpus, and mixing triple tables."""
+
+import collections
+import itertools
+
+import numpy as np
+import pytest
+
+from t5rank import retrieval
+from t5rank.pseudo_queries import mix_tables, pseudo_query_table
+from t5rank.sources import TripleTable
+
+DOCS = ["The insurance policy covers flood damage to the basement.",
+        "Insurance premiums rise with age and smoking.",
+        "A deductible is what you pay before insurance pays the claim.",
+        "Annuities convert savings into income; insurance companies sell them."]
+
+
+def test_words_come_from_the_positive_and_negatives_differ():
+  table = pseudo_query_table(DOCS, 200, seed=3, openings=["What is", "Can I"], max_terms=3)
+  assert len(table) == 200
+  for query, positive, negative in itertools.islice(table.triples(seed=0, shuffle=False), 200):
+    opening, words = query[:-1].split(" ", 2)[:2], query[:-1].split(" ", 2)[2].split()
+    assert " ".join(opening) in ("What is", "Can I") and query.endswith("?")
+    assert 2 <= len(words) <= 3
+    positive_words = [w.strip(".;,").lower() for w in positive.split()]
+    assert all(w in positive_words for w in words)
+    assert [positive_words.index(w) for w in words] == sorted(positive_words.index(w) for w in words)
+    assert not set(words) & retrieval.ENGLISH_STOPWORDS  # "the", "to", "with" are never drawn
+    assert negative != positive
+
+
+def test_draws_follow_idf():
+  """`insurance` is in every document (idf .105), the other words in one each (idf 1.20): drawn
+  alone it should come up about .105 / (.105 + 1.20 x words) of the time, a few percent."""
+  table = pseudo_query_table(DOCS, 2000, seed=0, min_terms=1, max_terms=1)
+  counts = collections.Counter(q[:-1] for q in table.queries)
+  assert 0 < counts["insurance"] / 2000 < 0.05
+  assert counts["flood"] > counts["insurance"]
+
+
+def test_same_seed_same_table_and_only_the_first_words():
+  a = pseudo_query_table(DOCS, 50, seed=7, max_words=3)
+  b = pseudo_query_table(DOCS, 50, seed=7, max_words=3)
+  assert a.queries == b.queries and np.array_equal(a.positives, b.positives)
+  assert np.array_equal(a.pool_docs, b.pool_docs)
+  for query, (_, doc) in zip(a.queries, a.positives):
+    first = [w.strip(".;,").lower() for w in DOCS[doc].split()[:3]]
+    assert all(w in first for w in query[:-1].split())
+  with pytest.raises(ValueError, match="min_terms"):
+    pseudo_query_table(DOCS, 5, seed=0, min_terms=3, max_terms=2)
+
+
+def test_mix_tables_keeps_every_row_and_shares_documents():
+  real = TripleTable(["q0", "q1"], DOCS, np.asarray([[0, 0], [1, 1], [1, 2]]), np.asarray([0, 1, 1]),
+                     np.asarray([0, 2, 3]), np.asarray([2, 3, 0]))
+  pseudo = pseudo_query_table(DOCS, 4, seed=1)
+  mixed = mix_tables(real, pseudo)
+  assert len(mixed) == 7 and mixed.documents == DOCS  # the documents are stored once
+  def rows(table):
+    out = collections.Counter()
+    for i, (q, p) in enumerate(table.positives):
+      pool = table.positive_pools[i]
+      negatives = table.pool_docs[table.pool_starts[pool]:table.pool_starts[pool + 1]]
+      out[(table.queries[q], table.documents[p], tuple(table.documents[n] for n in negatives))] += 1
+    return out
+  assert rows(mixed) == rows(real) + rows(pseudo)
+  other = TripleTable(["x"], ["d0", "d1"], np.asarray([[0, 1]]), np.asarray([0]), np.asarray([0, 1]),
+                      np.asarray([0]))
+  both = mix_tables(real, other)
+  assert both.documents == DOCS + ["d0", "d1"]
+  assert list(itertools.islice(both.triples(seed=0, shuffle=False), 4))[3] == ("x", "d1", "d0")
