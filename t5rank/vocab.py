@@ -1,9 +1,15 @@
-"""SentencePiece vocabulary in T5's id layout, and the registry of monoT5 target words.
+"""SentencePiece vocabularies in T5's id layout, and the registry of monoT5 target words.
 
-Ids: pad 0, eos 1, unk 2, then the SentencePiece pieces, then 100 `<extra_id_N>` sentinels counted
-down from the top (`<extra_id_0>` is the last id), as T5 and SeqIO lay them out. This module uses the
-`sentencepiece` package only (no TensorFlow), so that the scoring path stays light; SeqIO tasks use
-`seqio.SentencePieceVocabulary` on the same file, and a test checks both give the same ids.
+Ids: pad 0, eos 1, unk 2, then the SentencePiece pieces, then `extra_ids` `<extra_id_N>` sentinels
+counted down from the top (`<extra_id_0>` is the last id), as T5 and SeqIO lay them out. This module
+uses the `sentencepiece` package only (no TensorFlow), so that the scoring path stays light; SeqIO
+tasks use `seqio.SentencePieceVocabulary` on the same file, and a test checks both give the same
+ids.
+
+Vocabularies by name (`VOCABULARIES`; anything else is a path to a SentencePiece model):
+  t5                  T5's 32,000 pieces + 100 sentinels (the default)
+  insuranceqa_en_8k   8,000 pieces of InsuranceQA's English answers and training queries, no
+                      sentinels (scripts/make_insuranceqa_vocab.py)
 """
 
 from __future__ import annotations
@@ -11,13 +17,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import sentencepiece as spm
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 DEFAULT_EXTRA_IDS = 100
-DEFAULT_SPM_PATH = os.path.join(os.path.dirname(__file__), "data", "t5_spiece.model")
+DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
+DEFAULT_SPM_PATH = os.path.join(DATA_DIR, "t5_spiece.model")
+DEFAULT_VOCABULARY = "t5"
+# name -> (SentencePiece model, extra ids). T5's sentinels serve its span-corruption pre-training;
+# a vocabulary trained for monoT5 from scratch needs none.
+VOCABULARIES: dict[str, tuple[str, int]] = {
+    "t5": (DEFAULT_SPM_PATH, DEFAULT_EXTRA_IDS),
+    "insuranceqa_en_8k": (os.path.join(DATA_DIR, "insuranceqa_en_8k.model"), 0),
+}
 
 
 class Vocabulary:
@@ -93,10 +107,26 @@ class Vocabulary:
     return "".join(out)
 
 
+def vocabulary_file(vocabulary: str, extra_ids: Optional[int] = None) -> tuple[str, int]:
+  """(SentencePiece model path, extra ids) of a name of `VOCABULARIES` or of a model's path;
+  `extra_ids` defaults to the name's, and to T5's 100 for a path."""
+  if vocabulary in VOCABULARIES:
+    path, default = VOCABULARIES[vocabulary]
+  elif os.path.isfile(vocabulary):
+    path, default = vocabulary, DEFAULT_EXTRA_IDS
+  else:
+    names = ", ".join(VOCABULARIES)
+    raise FileNotFoundError(f"vocabulary {vocabulary!r} is neither a name ({names}) nor a "
+                            "SentencePiece model file")
+  return path, default if extra_ids is None else extra_ids
+
+
 @functools.lru_cache(maxsize=8)
-def load_vocabulary(path: str = DEFAULT_SPM_PATH, extra_ids: int = DEFAULT_EXTRA_IDS) -> Vocabulary:
-  """A cached `Vocabulary` for `path`."""
-  return Vocabulary(path, extra_ids)
+def load_vocabulary(vocabulary: str = DEFAULT_VOCABULARY,
+                    extra_ids: Optional[int] = None) -> Vocabulary:
+  """A cached `Vocabulary` for a name of `VOCABULARIES` or a SentencePiece model path (see
+  `vocabulary_file` for the extra ids)."""
+  return Vocabulary(*vocabulary_file(vocabulary, extra_ids))
 
 
 # The paper's Table 4 (positive word first: the target when the document is relevant) and mT5's.

@@ -3,7 +3,7 @@
 import pytest
 
 from t5rank.inputs import encode_pair, encode_pairs, format_input
-from t5rank.vocab import (EOS_ID, TARGET_WORDS, TargetWordError, load_vocabulary,
+from t5rank.vocab import (DEFAULT_SPM_PATH, EOS_ID, TARGET_WORDS, TargetWordError, load_vocabulary,
                           resolve_target_words)
 
 
@@ -66,3 +66,38 @@ def test_overlong_query_keeps_template(vocab):
     encode_pair(vocab, "q", "d", max_length=5)
   with pytest.raises(ValueError, match="2 queries but 1 documents"):
     encode_pairs(vocab, ["a", "b"], ["c"])
+
+
+# The file scripts/make_insuranceqa_vocab.py writes (it checks that two runs give the same bytes).
+INSURANCEQA_EN_8K_SHA256 = "84adbd07f54921de4bda5e37ff797ec2d8d975228d659f7bd13e45a681b433aa"
+
+
+def test_vocabularies_by_name_and_path():
+  t5 = load_vocabulary("t5")
+  assert (t5.path, t5.extra_ids, t5.vocab_size) == (DEFAULT_SPM_PATH, 100, 32100)
+  assert load_vocabulary(DEFAULT_SPM_PATH).vocab_size == 32100  # a path: T5's 100 extra ids
+  iqa = load_vocabulary("insuranceqa_en_8k")
+  assert iqa.sha256 == INSURANCEQA_EN_8K_SHA256
+  assert (iqa.base_vocab_size, iqa.extra_ids, iqa.vocab_size) == (8000, 0, 8000)
+  assert [iqa.id_to_piece(i) for i in (0, 1, 2)] == ["<pad>", "</s>", "<unk>"]
+  assert load_vocabulary(iqa.path, 0).encode("premium") == iqa.encode("premium")
+  with pytest.raises(FileNotFoundError, match="neither a name \\(t5, insuranceqa_en_8k\\)"):
+    load_vocabulary("insuranceqa_en_32k")
+
+
+def test_insuranceqa_vocabulary_encodes_the_template_and_every_target_word():
+  vocab = load_vocabulary("insuranceqa_en_8k")
+  text = "Query: what is a deductible? Document: The amount you pay first. Relevant:"
+  assert vocab.pieces(text) == [
+      "▁Q", "ue", "ry", ":", "▁what", "▁is", "▁a", "▁deductible", "?", "▁Do", "cu", "ment", ":",
+      "▁The", "▁amount", "▁you", "▁pay", "▁first", ".", "▁Re", "le", "v", "ant", ":"]
+  assert encode_pair(vocab, "what is a deductible?", "The amount you pay first.") == (
+      vocab.encode(text) + [EOS_ID])
+  assert vocab.encode("true") == [961] and vocab.encode("false") == [4396]
+  assert {name: resolve_target_words(vocab, name) for name in TARGET_WORDS} == {
+      "true_false": (961, 4396), "false_true": (4396, 961), "hot_cold": (4487, 7989),
+      "apple_orange": (7986, 7987), "hot_orange": (4487, 7987), "ab_de": (7988, 1919),
+      "yes_no": (601, 95)}
+  for word in ("cold", "apple", "orange", "ab"):  # added pieces: the word alone is one piece
+    assert vocab.pieces(word) == ["▁" + word]
+  assert vocab.pieces("about") == ["▁about"]  # and other words keep their segmentation
