@@ -31,13 +31,13 @@ def run(args: argparse.Namespace) -> int:
   import seqio
 
   import t5rank.tasks  # noqa: F401  (registers the tasks)
-  from t5rank.vocab import load_vocabulary
+  from t5rank.preprocessors import features_vocabulary
 
   gin.parse_config_files_and_bindings(args.gin_file, args.gin_param)
   task = seqio.get_mixture_or_task(args.name)
   if args.split not in task.splits:
     raise SystemExit(f"{args.name} has no split {args.split!r}; it has {list(task.splits)}")
-  vocab = load_vocabulary()
+  vocab = features_vocabulary(task.output_features)
   dataset = task.get_dataset({"inputs": args.max_length, "targets": 2}, split=args.split,
                              shuffle=False, seed=args.seed)
   for i, ex in enumerate(dataset.take(args.n).as_numpy_iterator()):

@@ -20,19 +20,33 @@ import seqio
 import tensorflow as tf
 
 from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds
-from t5rank.vocab import (DEFAULT_EXTRA_IDS, DEFAULT_SPM_PATH, EOS_ID, TargetSpec, load_vocabulary,
-                          resolve_target_words)
+from t5rank.vocab import (DEFAULT_VOCABULARY, EOS_ID, TargetSpec, Vocabulary, load_vocabulary,
+                          resolve_target_words, vocabulary_file)
+
+Features = Mapping[str, seqio.Feature]
 
 
-def seqio_vocabulary(path: str = DEFAULT_SPM_PATH) -> seqio.SentencePieceVocabulary:
-  """The SeqIO twin of `t5rank.vocab.Vocabulary` (same file, 100 extra ids, same ids)."""
-  return seqio.SentencePieceVocabulary(path, extra_ids=DEFAULT_EXTRA_IDS)
+def seqio_vocabulary(vocabulary: str = DEFAULT_VOCABULARY) -> seqio.SentencePieceVocabulary:
+  """The SeqIO twin of `t5rank.vocab.load_vocabulary(vocabulary)` (a name of
+  `t5rank.vocab.VOCABULARIES` or a path): the same file, extra ids and ids."""
+  path, extra_ids = vocabulary_file(vocabulary)
+  return seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
 
 
-def output_features(path: str = DEFAULT_SPM_PATH) -> dict[str, seqio.Feature]:
-  """`inputs` and `targets`, both on the T5 vocabulary; EOS is appended by `tokenize_monot5`."""
-  vocab = seqio_vocabulary(path)
+def output_features(vocabulary: str = DEFAULT_VOCABULARY) -> dict[str, seqio.Feature]:
+  """`inputs` and `targets`, both on `vocabulary` (T5's by default); EOS is appended by
+  `tokenize_monot5`."""
+  vocab = seqio_vocabulary(vocabulary)
   return {"inputs": seqio.Feature(vocab, add_eos=True), "targets": seqio.Feature(vocab, add_eos=True)}
+
+
+def features_vocabulary(output_features: Optional[Features]) -> Vocabulary:
+  """t5rank's `Vocabulary` on the file and extra ids of the features' SeqIO vocabulary (`inputs`
+  and `targets` share it); T5's when `output_features` is None."""
+  if output_features is None:
+    return load_vocabulary()
+  vocab = output_features["inputs"].vocabulary
+  return load_vocabulary(vocab.sentencepiece_model_file, vocab.extra_ids)
 
 
 def split_triples(dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -52,10 +66,9 @@ def split_triples(dataset: tf.data.Dataset) -> tf.data.Dataset:
   return dataset.flat_map(pairs)
 
 
-def target_texts(targets: TargetSpec, spm_path: str = DEFAULT_SPM_PATH) -> tuple[str, str]:
-  """(positive, negative) target text for a variant name or pair; each text is one piece of the
-  vocabulary, checked here (`▁ab` is written `ab`, which SentencePiece encodes as `▁ab`)."""
-  vocab = load_vocabulary(spm_path)
+def target_texts(targets: TargetSpec, vocab: Vocabulary) -> tuple[str, str]:
+  """(positive, negative) target text for a variant name or pair; each text is one piece of
+  `vocab`, checked here (`▁ab` is written `ab`, which SentencePiece encodes as `▁ab`)."""
   ids = resolve_target_words(vocab, targets)
   words = vocab.id_to_piece(ids[0]), vocab.id_to_piece(ids[1])
   texts = tuple(w[1:] if w.startswith("▁") else w for w in words)
@@ -66,15 +79,16 @@ def target_texts(targets: TargetSpec, spm_path: str = DEFAULT_SPM_PATH) -> tuple
 
 
 def format_monot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
-                  spm_path: str = DEFAULT_SPM_PATH) -> tf.data.Dataset:
-  """Adds the monoT5 input text and the target word for the label.
+                  output_features: Optional[Features] = None) -> tf.data.Dataset:
+  """Adds the monoT5 input text and the target word for the label; the words must be single pieces
+  of the task's vocabulary (SeqIO passes `output_features`; T5's vocabulary when None).
 
   {"query": "what is a deductible", "document": "The amount you pay first.", "label": 1}
     -> same + {"inputs": "Query: what is a deductible Document: The amount you pay first. Relevant:",
                "targets": "true"}
   (with targets="hot_cold" the target would be "hot"; label 0 gives the negative word.)
   """
-  positive, negative = target_texts(targets, spm_path)
+  positive, negative = target_texts(targets, features_vocabulary(output_features))
 
   def fmt(ex):
     inputs = tf.strings.join(["Query: ", ex["query"], " Document: ", ex["document"], " Relevant:"])
@@ -84,7 +98,7 @@ def format_monot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
   return dataset.map(fmt, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def tokenize_monot5(dataset: tf.data.Dataset, output_features: Mapping[str, seqio.Feature],
+def tokenize_monot5(dataset: tf.data.Dataset, output_features: Features,
                     sequence_length: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
   """Token ids as `t5rank.inputs.encode_pairs` makes them, plus the target word's id and EOS.
 
@@ -101,9 +115,8 @@ def tokenize_monot5(dataset: tf.data.Dataset, output_features: Mapping[str, seqi
   """
   import tensorflow_text as tf_text
 
-  vocab = output_features["inputs"].vocabulary
   max_length = (sequence_length or {}).get("inputs") or DEFAULT_MAX_LENGTH
-  ours = load_vocabulary(vocab.sentencepiece_model_file, vocab.extra_ids)
+  ours = features_vocabulary(output_features)
   # The unmodified model, as `t5rank.vocab` uses it: SeqIO's copy adds the sentinels as pieces, so
   # it would read a literal "<extra_id_0>" in a document as one sentinel id, unlike the scorer.
   tokenizer = tf_text.SentencepieceTokenizer(model=ours.model_proto, out_type=tf.int32)

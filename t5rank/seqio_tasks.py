@@ -2,7 +2,9 @@
 
 `tasks/__init__.py` calls the functions here to register every task; nothing here registers on
 import. Task names are `{dataset}_monot5_{targets}`, e.g. `insuranceqa_en_monot5_hot_cold`; the
-data-poor ones add `_{n}_s{seed}`, e.g. `insuranceqa_en_monot5_true_false_1k_s0`.
+data-poor ones add `_{n}_s{seed}`, e.g. `insuranceqa_en_monot5_true_false_1k_s0`. A task tokenizes
+with one vocabulary (`t5rank.vocab.VOCABULARIES`, T5's by default), held in its output features;
+`task_vocabulary` gives it to the trainer, which ships it with the final checkpoint.
 
 Shuffling happens in the source, on triples (each task sets `shuffle_buffer_size=None`), so the
 positive and negative of a triple stay next to each other through the preprocessors and every even
@@ -19,7 +21,7 @@ import tensorflow as tf
 
 from t5rank import preprocessors
 from t5rank.sources import TripleTable
-from t5rank.vocab import TargetSpec
+from t5rank.vocab import DEFAULT_VOCABULARY, TargetSpec, Vocabulary
 
 TRIPLE_SIGNATURE = {"query": tf.TensorSpec((), tf.string),
                     "positive": tf.TensorSpec((), tf.string),
@@ -34,6 +36,15 @@ def task_target_words(task_name: str) -> Optional[TargetSpec]:
   """The target words (a registry name or a pair) a monoT5 task trains, None for other tasks.
   The trainer writes them into the final checkpoint, so that `t5rank score` uses the same words."""
   return _TARGET_WORDS.get(task_name)
+
+
+def task_vocabulary(task_name: str) -> Optional[Vocabulary]:
+  """The vocabulary a registered task or mixture tokenizes with (t5rank's twin of its SeqIO
+  vocabulary: same file, same extra ids), None when no task of that name is registered."""
+  if task_name not in seqio.TaskRegistry.names() and task_name not in seqio.MixtureRegistry.names():
+    return None
+  features = seqio.get_mixture_or_task(task_name).output_features
+  return preprocessors.features_vocabulary(features)
 
 
 class TripleSource(seqio.DataSource):
@@ -105,17 +116,19 @@ def monot5_preprocessors(targets: TargetSpec) -> list[Callable[..., tf.data.Data
 
 
 def register_monot5_task(name: str, source: seqio.DataSource, targets: TargetSpec,
-                         source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = ()
-                         ) -> seqio.Task:
+                         source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = (),
+                         vocabulary: str = DEFAULT_VOCABULARY) -> seqio.Task:
   """Registers a monoT5 task on a triple source; `source_preprocessors` turn the source's rows into
   triples when they are not triples already (e.g. `query_records_to_triples` for TFDS InsuranceQA).
+  `vocabulary` is a name of `t5rank.vocab.VOCABULARIES` or a SentencePiece model path; it is
+  resolved here, but no data is read.
 
   A `seqio.CacheDatasetPlaceholder` marks where the rows are triples: `training_dataset` shuffles
   and skips there. Tasks on a `TripleSource` shuffle triples inside the source; others must be
   trained through `training_dataset` (`Task.get_dataset(shuffle=True)` refuses them)."""
   _TARGET_WORDS[name] = targets
   return seqio.TaskRegistry.add(
-      name, source=source, output_features=preprocessors.output_features(),
+      name, source=source, output_features=preprocessors.output_features(vocabulary),
       preprocessors=[*source_preprocessors, seqio.CacheDatasetPlaceholder(),
                      *monot5_preprocessors(targets)],
       shuffle_buffer_size=None)
@@ -123,12 +136,13 @@ def register_monot5_task(name: str, source: seqio.DataSource, targets: TargetSpe
 
 def register_variants(dataset: str, source: seqio.DataSource,
                       source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = (),
-                      variants: Sequence[str] = VARIANTS) -> list[str]:
-  """`{dataset}_monot5_{variant}` for each target variant; returns the names."""
+                      variants: Sequence[str] = VARIANTS,
+                      vocabulary: str = DEFAULT_VOCABULARY) -> list[str]:
+  """`{dataset}_monot5_{variant}` for each target variant, on `vocabulary`; returns the names."""
   names = []
   for variant in variants:
     names.append(f"{dataset}_monot5_{variant}")
-    register_monot5_task(names[-1], source, variant, source_preprocessors)
+    register_monot5_task(names[-1], source, variant, source_preprocessors, vocabulary)
   return names
 
 

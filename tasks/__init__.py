@@ -5,8 +5,10 @@ docs/data.md lists the names. Registering reads no data: MS MARCO and the generi
 (gin or environment) only when a dataset is built.
 
 Variants (the last part of each name): true_false, false_true, hot_cold, apple_orange, hot_orange,
-ab_de (the paper's Table 4) and yes_no (mT5).
+ab_de (the paper's Table 4) and yes_no (mT5). Tasks tokenize with T5's vocabulary, the `_8k` ones
+with the vocabulary `insuranceqa_en_8k` (`t5rank.vocab.VOCABULARIES`).
   insuranceqa_{en,zh}_monot5_{variant}          InsuranceQA v2 (insuranceqa-data), train/validation/test
+  insuranceqa_en_8k_monot5_{variant}            the English one on the insuranceqa_en_8k vocabulary
   msmarco_passage_monot5_{variant}              triples.train.small.tsv
   msmarco_passage_qidpid_monot5_{variant}       qidpidtriples + queries.tsv + collection.tsv
   generic_monot5_{variant}                      queries + corpus + qrels + candidate run
@@ -34,6 +36,9 @@ for _language in ("en", "zh"):
       f"insuranceqa_{_language}_tfds",
       seqio.TfdsDataSource(f"insuranceqa_v2/{_language}:2.0.0", splits=_INSURANCEQA_SPLITS),
       source_preprocessors=[preprocessors.query_records_to_triples])
+register_variants("insuranceqa_en_8k", TripleSource(
+    functools.partial(sources.insuranceqa, language="en"), _INSURANCEQA_SPLITS),
+    vocabulary="insuranceqa_en_8k")
 register_variants("msmarco_passage", TripleSource(sources.msmarco_passage_triples, ["train"]))
 register_variants("msmarco_passage_qidpid", TripleSource(sources.msmarco_passage_qidpid, ["train"]))
 register_variants("generic", TripleSource(sources.generic_triples, ["train"]))

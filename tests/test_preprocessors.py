@@ -31,6 +31,27 @@ def test_seqio_vocabulary_gives_the_same_ids_as_t5rank_vocabulary():
   assert ours.encode("<extra_id_0>")[:3] == [3, 2, 25666]
 
 
+def test_seqio_vocabulary_by_name_gives_the_same_ids_and_extra_ids():
+  ours = load_vocabulary("insuranceqa_en_8k")
+  theirs = preprocessors.seqio_vocabulary("insuranceqa_en_8k")
+  assert theirs.extra_ids == ours.extra_ids == 0 and theirs.vocab_size == ours.vocab_size == 8000
+  for text in TEXTS:
+    assert list(theirs.encode(text)) == ours.encode(text), text
+  t5 = preprocessors.seqio_vocabulary()
+  assert (t5.sentencepiece_model_file, t5.extra_ids) == (load_vocabulary().path, 100)
+
+
+def test_format_and_tokenize_use_the_vocabulary_of_the_features():
+  features = preprocessors.output_features("insuranceqa_en_8k")
+  ds = tf.data.Dataset.from_tensors({"query": "what is a deductible?", "document": "You pay it.",
+                                     "label": 0})
+  ds = preprocessors.format_monot5(ds, targets="hot_cold", output_features=features)
+  ex = next(preprocessors.tokenize_monot5(ds, features).as_numpy_iterator())
+  vocab = load_vocabulary("insuranceqa_en_8k")
+  assert ex["targets_pretokenized"] == b"cold" and ex["targets"].tolist() == [7989, 1]  # ▁cold
+  assert ex["inputs"].tolist() == vocab.encode(ex["inputs_pretokenized"].decode()) + [1]
+
+
 def test_split_triples_puts_positive_then_negative():
   ds = tf.data.Dataset.from_tensor_slices(
       {"query": ["q1", "q2"], "positive": ["p1", "p2"], "negative": ["n1", "n2"]})

@@ -19,13 +19,28 @@ TRUE, FALSE = 1176, 6136
 
 def test_import_registers_every_dataset_and_variant():
   names = set(seqio.TaskRegistry.names())
-  for dataset in ("insuranceqa_en", "insuranceqa_zh", "msmarco_passage", "msmarco_passage_qidpid",
-                  "generic", "insuranceqa_en_tfds", "insuranceqa_zh_tfds", "msmarco_passage_tfds"):
+  for dataset in ("insuranceqa_en", "insuranceqa_zh", "insuranceqa_en_8k", "msmarco_passage",
+                  "msmarco_passage_qidpid", "generic", "insuranceqa_en_tfds", "insuranceqa_zh_tfds",
+                  "msmarco_passage_tfds"):
     for variant in seqio_tasks.VARIANTS:
       assert f"{dataset}_monot5_{variant}" in names
   assert "insuranceqa_en_monot5_true_false_1k_s4" in names
   assert "msmarco_passage_monot5_true_false_10k_s0" in names
   assert t5rank.tasks.__file__.endswith("tasks/__init__.py")
+
+
+def test_insuranceqa_8k_tasks_tokenize_with_their_vocabulary():
+  vocab = seqio_tasks.task_vocabulary("insuranceqa_en_8k_monot5_ab_de")
+  assert (vocab.path, vocab.extra_ids) == (load_vocabulary("insuranceqa_en_8k").path, 0)
+  assert seqio_tasks.task_vocabulary("insuranceqa_en_monot5_ab_de").vocab_size == 32_100
+  assert seqio_tasks.task_vocabulary("not_a_task") is None
+  batch = _batches("insuranceqa_en_8k_monot5_ab_de", 1)[0]
+  assert batch["decoder_target_tokens"].tolist() == [[7988, 1], [1919, 1]] * 2  # ▁ab, ▁de
+  tokens = batch["encoder_input_tokens"]
+  assert 0 <= tokens.min() and tokens.max() < 8000
+  assert tokens[0, :4].tolist() == vocab.encode("Query:") == [5135, 3224, 2282, 160]
+  assert vocab.decode(tokens[0]).startswith("Query: ")
+  assert vocab.decode(tokens[1]).endswith(" Relevant:")
 
 
 def _batches(name, n, **kwargs):
