@@ -6,7 +6,8 @@
 Scores the pools (relevant answers + 200 retrieved negatives) of the first N validation queries with
 the model of MODEL_DIR (`final/` if training finished, else its latest checkpoint) through
 `t5rank.rerank_eval.RerankEval`, and prints MRR@10, MRR and P@1 of the model and of BM25 (from the
-run file) on the same queries.
+run file) on the same queries. The pairs are tokenized with `--vocabulary`, by default the one
+`final/` carries, else T5's (give it for a run that has not finished on another vocabulary).
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ def main() -> None:
   parser.add_argument("--num_queries", type=int, default=200)
   parser.add_argument("--max_length", type=int, default=512)
   parser.add_argument("--bm25_run", default="/tmp/t5rank_iqa_validation_en/pool_bm25.run")
+  parser.add_argument("--vocabulary", help="a vocabulary name (t5, insuranceqa_en_8k) or a "
+                      "SentencePiece file (default: the one final/ carries, else t5)")
   args = parser.parse_args()
 
   from t5rank.readers import read_run
   from t5rank.rerank_eval import RerankEval, ranking_metrics
+  from t5rank.scoring import checkpoint_vocabulary
 
   config, params = load_params(args.model_dir)
-  evaluator = RerankEval("validation", args.num_queries, max_length=args.max_length)
+  stored, _ = checkpoint_vocabulary(os.path.join(args.model_dir, "final"))
+  vocabulary = args.vocabulary or (stored.path if stored else "t5")
+  evaluator = RerankEval("validation", args.num_queries, max_length=args.max_length,
+                         vocabulary=vocabulary)
   start = time.perf_counter()
   model = evaluator(params, config)
   seconds = time.perf_counter() - start

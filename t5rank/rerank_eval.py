@@ -6,6 +6,9 @@
 
 `RerankEval(...)` encodes the pairs once; calling it with (params, config) scores them. The trainer
 calls it every `eval_every` steps (`train.eval_fn`); gin: `train.eval_fn = @rerank_eval.RerankEval()`.
+Its `vocabulary` and `targets` must be the trained task's (T5's and true_false by default): the
+trainer refuses to start otherwise, e.g. for `insuranceqa_en_8k_monot5_true_false` set
+`rerank_eval.RerankEval.vocabulary = "insuranceqa_en_8k"`.
 """
 
 from __future__ import annotations
@@ -36,17 +39,19 @@ def ranking_metrics(scores: Sequence[np.ndarray], relevant: Sequence[np.ndarray]
 
 
 class RerankEval:
-  """Reranks the pools of the first `num_queries` queries of an InsuranceQA split (sorted by id)."""
+  """Reranks the pools of the first `num_queries` queries of an InsuranceQA split (sorted by id),
+  tokenized with `vocabulary` (a name of `t5rank.vocab.VOCABULARIES` or a SentencePiece model path)
+  and scored by the `targets` words."""
 
   def __init__(self, split: str = "validation", num_queries: int = 100, language: str = "en",
-               max_length: int = 512, targets: str = "true_false"):
+               max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5"):
     import insuranceqa_data
 
     from t5rank.inputs import encode_pairs
     from t5rank.sources import INSURANCEQA_SPLITS
     from t5rank.vocab import load_vocabulary, resolve_target_words
 
-    vocab = load_vocabulary()
+    self.vocab = vocab = load_vocabulary(vocabulary)
     self.target_ids = resolve_target_words(vocab, targets)
     answers = insuranceqa_data.load_answers()
     records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()

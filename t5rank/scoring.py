@@ -430,17 +430,21 @@ def parse_targets(text: str) -> str | tuple[str, str]:
   return text
 
 
-def checkpoint_vocabulary(path: str) -> tuple[Optional[str], Optional[str | tuple[str, str]]]:
-  """(vocabulary path, target words) a native checkpoint names in its metadata.json (keys
-  `vocabulary`, relative to the checkpoint, and `target_words`, a name or a pair), else None."""
+def checkpoint_vocabulary(path: str
+                          ) -> tuple[Optional[Vocabulary], Optional[str | tuple[str, str]]]:
+  """(vocabulary, target words) a native checkpoint names in its metadata.json, else None: keys
+  `vocabulary` (a SentencePiece file relative to the checkpoint, as the trainer copies it there)
+  with `vocabulary_extra_ids` (T5's 100 when absent), and `target_words` (a name or a pair)."""
   from t5rank.checkpoints import native
+  from t5rank.vocab import load_vocabulary
 
   if not native.is_native_checkpoint(path):
     return None, None
   metadata = native.read_metadata(path)
   vocabulary, targets = metadata.get("vocabulary"), metadata.get("target_words")
   if vocabulary is not None:
-    vocabulary = os.path.join(path, vocabulary)
+    vocabulary = load_vocabulary(os.path.join(path, vocabulary),
+                                 metadata.get("vocabulary_extra_ids"))
   return vocabulary, (tuple(targets) if isinstance(targets, list) else targets)
 
 
@@ -448,17 +452,23 @@ def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
                   vocab_path: Optional[str] = None, targets: Optional[str | tuple[str, str]] = None,
                   dtype: Optional[str] = None) -> tuple[T5Config, dict, Vocabulary, tuple[int, int]]:
   """(config, params, vocabulary, target ids) for scoring with `checkpoint` (any format), as
-  `t5rank score` resolves them: `config_name` for formats without a config; vocabulary and target
-  words as given, else from a t5rank checkpoint's metadata.json, else T5's and true_false."""
+  `t5rank score` resolves them: `config_name` for formats without a config; vocabulary (a name of
+  `t5rank.vocab.VOCABULARIES` or a path) and target words as given, else from a t5rank
+  checkpoint's metadata.json, else T5's and true_false. A vocabulary with more ids than the model
+  has embedding rows is refused."""
   from t5rank.checkpoints import load_checkpoint
   from t5rank.config import get_config
-  from t5rank.vocab import DEFAULT_SPM_PATH, load_vocabulary, resolve_target_words
+  from t5rank.vocab import load_vocabulary, resolve_target_words
 
   config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
   if dtype:
     config = config.replace(dtype=dtype)
   stored_vocab, stored_targets = checkpoint_vocabulary(checkpoint)
-  vocab = load_vocabulary(vocab_path or stored_vocab or DEFAULT_SPM_PATH)
+  vocab = load_vocabulary(vocab_path) if vocab_path else stored_vocab or load_vocabulary()
+  if vocab.vocab_size > config.vocab_size:
+    raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model in "
+                     f"{checkpoint} only {config.vocab_size} embedding rows; give the vocabulary "
+                     "it was trained with (--vocab)")
   target_ids = resolve_target_words(vocab, targets or stored_targets or "true_false")
   return config, params, vocab, target_ids
 
@@ -490,8 +500,8 @@ def add_parser(subparsers) -> None:
   p.add_argument("--skip-missing", action="store_true",
                  help="skip candidates whose query or document is unknown (and report them)")
   p.add_argument("--tag", default=ScoringOptions.tag, help="run tag (last column)")
-  p.add_argument("--vocab", help="SentencePiece model (default: the one the checkpoint's "
-                 "metadata.json names, else T5's)")
+  p.add_argument("--vocab", help="vocabulary: a name (t5, insuranceqa_en_8k) or a SentencePiece "
+                 "model (default: the one the checkpoint's metadata.json names, else T5's)")
   p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
                  "(default: the checkpoint's metadata.json `target_words`, else true_false)")
   p.add_argument("--dtype", choices=("float32", "bfloat16"), help="activation dtype override")

@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -30,6 +31,7 @@ import optax
 from t5rank import partitioning
 from t5rank.config import T5Config
 from t5rank.network import T5, init_params, term_matching_init
+from t5rank.vocab import TargetSpec, Vocabulary
 
 Batch = Mapping[str, Any]
 State = dict[str, Any]  # {"step": int32 scalar, "params": pytree, "opt_state": pytree}
@@ -246,14 +248,15 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
   last reported metrics.
 
   Args:
-    model_config: the architecture; its dropout rate is replaced by `dropout_rate`.
+    model_config: the architecture; its dropout rate is replaced by `dropout_rate`. Its vocab_size
+      must hold the task's vocabulary (pieces + extra ids), else a ValueError before training.
     task_name: a registered task or mixture (see `t5rank.tasks`), class-balanced batches.
     feature_lengths: {"inputs": 512, "targets": 2} (target word + EOS).
     train_steps: total steps, counted from the start of the run (not from a resume).
     batch_size: global batch size (rows; with `pack`, rows hold several examples).
     model_dir: checkpoints (`checkpoints/<step>`), TensorBoard events (`train/`), `config.json`, and
-      at the end the trained model as a t5rank checkpoint (`final/`, for `t5rank score`). An
-      existing run in it is resumed.
+      at the end the trained model as a t5rank checkpoint (`final/`, for `t5rank score`) with the
+      task's vocabulary file and target words. An existing run in it is resumed.
     init_checkpoint: any checkpoint `t5rank.checkpoints.load_checkpoint` reads (Orbax, Hugging Face,
       Mesh TensorFlow, t5x), or None to start from random weights.
     learning_rate: a constant or an optax schedule of the step.
@@ -266,7 +269,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     checkpoint_every, keep_checkpoints: save every N steps and at the end; keep the last K.
     log_every: steps between console lines and TensorBoard points.
     eval_every, eval_fn: every N steps (and at the end) call `eval_fn(params, config)` and log what it
-      returns, e.g. MRR@10 from `t5rank.rerank_eval.RerankEval`.
+      returns, e.g. MRR@10 from `t5rank.rerank_eval.RerankEval`, which must tokenize with the task's
+      vocabulary and score its target words (checked before training).
     dataset_fn: `fn(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
       num_shards)` yielding this host's rows of each global batch as numpy arrays; default
       `t5rank.training_data.training_dataset`.
@@ -277,6 +281,12 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     import t5rank.tasks  # noqa: F401  (registers the tasks)
     from t5rank.training_data import training_dataset as dataset_fn
   config = model_config.replace(dropout_rate=dropout_rate)
+  from t5rank.seqio_tasks import task_target_words, task_vocabulary
+  vocab, targets = task_vocabulary(task_name), task_target_words(task_name)
+  if vocab is not None:
+    check_vocabulary(vocab, config, task_name)
+    if eval_fn is not None:
+      check_eval(eval_fn, vocab, targets, task_name)
   if term_matching_heads and init_checkpoint is not None:
     raise ValueError("term_matching_heads initializes random weights; it cannot be combined with "
                      f"init_checkpoint={init_checkpoint!r} (set one of them)")
@@ -339,21 +349,60 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     manager.wait_until_finished()
     manager.close()
     writer.flush()
-  from t5rank.seqio_tasks import task_target_words
-  targets = task_target_words(task_name)  # so that `t5rank score` scores with the trained words
-  extra = {} if targets is None else {"target_words": targets}
+  extra = {} if targets is None else {"target_words": targets}  # `t5rank score` uses the same words
   _export_final(os.path.join(model_dir, "final"), state["params"], config,
-                dict(run, step=step, **extra))
+                dict(run, step=step, **extra), vocab)
   return scalars
 
 
-def _export_final(directory: str, params, config: T5Config, metadata: dict) -> None:
-  """The trained parameters as a t5rank checkpoint (`load_checkpoint`, `t5rank score`), once."""
+def check_vocabulary(vocab: Vocabulary, config: T5Config, task_name: str) -> None:
+  """Raises ValueError when the task's vocabulary has more ids than the model has embedding rows."""
+  if vocab.vocab_size > config.vocab_size:
+    raise ValueError(
+        f"task {task_name} tokenizes with {vocab.path}: {vocab.base_vocab_size} pieces + "
+        f"{vocab.extra_ids} extra ids = {vocab.vocab_size} ids, more than the model's vocab_size "
+        f"{config.vocab_size}; set it to at least {vocab.vocab_size} (gin: "
+        f"config.get_config.vocab_size = {vocab.vocab_size})")
+
+
+def check_eval(eval_fn: Callable, vocab: Vocabulary, targets: Optional[TargetSpec],
+               task_name: str) -> None:
+  """Raises ValueError when `eval_fn` is a `RerankEval` that tokenizes with another vocabulary than
+  the task's, or scores other target words than the task's `targets` (when known)."""
+  from t5rank.rerank_eval import RerankEval
+  from t5rank.vocab import VOCABULARIES, resolve_target_words
+
+  if not isinstance(eval_fn, RerankEval):
+    return
+  if eval_fn.vocab.sha256 != vocab.sha256:
+    name = next((n for n, (path, _) in VOCABULARIES.items() if path == vocab.path), vocab.path)
+    raise ValueError(f"the evaluation tokenizes with {eval_fn.vocab.path} but task {task_name} "
+                     f"with {vocab.path}; evaluate with the task's vocabulary (gin: "
+                     f"rerank_eval.RerankEval.vocabulary = {name!r})")
+  if targets is not None and eval_fn.target_ids != resolve_target_words(vocab, targets):
+    raise ValueError(f"the evaluation scores target ids {eval_fn.target_ids} but task {task_name} "
+                     f"trains the words {targets!r}; set RerankEval's targets to the task's (gin: "
+                     f"rerank_eval.RerankEval.targets = {targets!r})")
+
+
+def _export_final(directory: str, params, config: T5Config, metadata: dict,
+                  vocab: Optional[Vocabulary] = None) -> None:
+  """The trained parameters as a t5rank checkpoint (`load_checkpoint`, `t5rank score`), once. With
+  `vocab`, its SentencePiece file is copied in before config.json marks the checkpoint complete,
+  and metadata.json names it (`vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`),
+  so that `t5rank score` tokenizes as the training did."""
   from jax.experimental import multihost_utils
 
   from t5rank.checkpoints import save_checkpoint
   if os.path.exists(os.path.join(directory, "config.json")):
     return
+  if vocab is not None:
+    name = os.path.basename(vocab.path)
+    metadata = dict(metadata, vocabulary=name, vocabulary_extra_ids=vocab.extra_ids)
+    if jax.process_index() == 0:
+      os.makedirs(directory, exist_ok=True)
+      shutil.copyfile(vocab.path, os.path.join(directory, name + ".tmp"))
+      os.replace(os.path.join(directory, name + ".tmp"), os.path.join(directory, name))
   save_checkpoint(directory, multihost_utils.process_allgather(params, tiled=True), config, metadata)
   if jax.process_index() == 0:
     print(f"final model: {directory}", flush=True)

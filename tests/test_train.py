@@ -105,6 +105,62 @@ def test_term_matching_heads_start_from_the_matching_init(tmp_path):
                                  term_matching_heads=2))
 
 
+IQA_8K_TASK = "insuranceqa_en_8k_monot5_true_false"
+
+
+def test_the_final_model_carries_the_task_vocabulary(tmp_path):
+  """A task on the InsuranceQA 8k vocabulary, trained for 2 steps on its real batches and evaluated
+  with the same vocabulary: final/ holds the file, and the scorer picks it with no flag."""
+  import t5rank.tasks  # noqa: F401
+  from t5rank.checkpoints import native
+  from t5rank.rerank_eval import RerankEval
+  from t5rank.scoring import checkpoint_vocabulary, load_reranker
+  from t5rank.vocab import load_vocabulary
+
+  vocab = load_vocabulary("insuranceqa_en_8k")
+  evaluation = RerankEval(num_queries=1, max_length=32, vocabulary="insuranceqa_en_8k")
+  model_dir = str(tmp_path / "run")
+  train_lib.train(**run_kwargs(model_dir, model_config=CONFIG.replace(vocab_size=8000),
+                               task_name=IQA_8K_TASK, dataset_fn=None, train_steps=2,
+                               feature_lengths={"inputs": 32, "targets": 2}, eval_every=2,
+                               eval_fn=evaluation))
+  assert 0 <= read_scalars(os.path.join(model_dir, "train"), "eval/mrr@10")[2] <= 1
+  final = os.path.join(model_dir, "final")
+  with open(os.path.join(final, "insuranceqa_en_8k.model"), "rb") as f:
+    assert f.read() == vocab.model_proto
+  metadata = native.read_metadata(final)
+  assert metadata["vocabulary"] == "insuranceqa_en_8k.model"
+  assert metadata["vocabulary_extra_ids"] == 0
+  stored, targets = checkpoint_vocabulary(final)
+  assert stored.path == os.path.join(final, "insuranceqa_en_8k.model")
+  assert (stored.sha256, stored.vocab_size, targets) == (vocab.sha256, 8000, "true_false")
+  config, _, scoring_vocab, target_ids = load_reranker(final)
+  assert config.vocab_size == 8000
+  assert scoring_vocab.sha256 == vocab.sha256 and target_ids == (961, 4396)  # ▁true, ▁false
+
+
+def test_a_vocabulary_the_model_or_the_evaluation_does_not_match_is_refused(tmp_path):
+  import t5rank.tasks  # noqa: F401
+  from t5rank.rerank_eval import RerankEval
+
+  model_dir = tmp_path / "run"
+  with pytest.raises(ValueError, match=r"insuranceqa_en_8k.model: 8000 pieces \+ 0 extra ids = "
+                     r"8000 ids, more than the model's vocab_size 128; set it to at least 8000"):
+    train_lib.train(**run_kwargs(str(model_dir), task_name=IQA_8K_TASK))
+  with pytest.raises(ValueError, match="32000 pieces \\+ 100 extra ids = 32100 ids"):
+    train_lib.train(**run_kwargs(str(model_dir), task_name="insuranceqa_en_monot5_true_false"))
+  config = CONFIG.replace(vocab_size=8000)
+  with pytest.raises(ValueError, match="rerank_eval.RerankEval.vocabulary = 'insuranceqa_en_8k'"):
+    train_lib.train(**run_kwargs(str(model_dir), model_config=config, task_name=IQA_8K_TASK,
+                                 eval_every=1, eval_fn=RerankEval(num_queries=1, max_length=32)))
+  with pytest.raises(ValueError, match="rerank_eval.RerankEval.targets = 'true_false'"):
+    train_lib.train(**run_kwargs(str(model_dir), model_config=config, task_name=IQA_8K_TASK,
+                                 eval_every=1, eval_fn=RerankEval(num_queries=1, max_length=32,
+                                                                  targets="hot_cold",
+                                                                  vocabulary="insuranceqa_en_8k")))
+  assert not model_dir.exists()  # refused before anything was written
+
+
 def test_ranking_metrics_on_literal_rankings():
   from t5rank.rerank_eval import ranking_metrics
   scores = [np.array([0.1, 0.9, 0.5]), np.array([0.3, 0.2, 0.1] + [0.0] * 10), np.array([1.0, 1.0])]
