@@ -241,7 +241,7 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
           dropout_rate: float = 0.1, z_loss: float = 0.0, pack: bool = False,
           mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
           checkpoint_every: int = 1000, keep_checkpoints: int = 3, log_every: int = 100,
-          term_matching_heads: int = 0, eval_every: int = 0,
+          term_matching_heads: int = 0, term_matching_scale: float = 1.0, eval_every: int = 0,
           eval_fn: Optional[Callable[[Any, T5Config], Mapping[str, float]]] = None,
           dataset_fn: Optional[DatasetFn] = None) -> dict[str, float]:
   """Fine-tunes `model_config` on the SeqIO task `task_name` for `train_steps` steps; returns the
@@ -265,7 +265,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     seed: seeds the data order, parameter init and dropout.
     term_matching_heads: from random weights, start this many heads of encoder layer 0 as
       term-matching heads (`t5rank.network.term_matching_init`); 0 = T5's plain init. Refused with
-      `init_checkpoint`, whose weights are the starting point.
+      `init_checkpoint`, whose weights are the starting point. `term_matching_scale` is its `scale`
+      (the attention logit between two copies of a token is about scale x d_kv).
     checkpoint_every, keep_checkpoints: save every N steps and at the end; keep the last K.
     log_every: steps between console lines and TensorBoard points.
     eval_every, eval_fn: every N steps (and at the end) call `eval_fn(params, config)` and log what it
@@ -296,7 +297,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
                          dropout_seed=seed, z_loss=z_loss)
   run = _to_jsonable({"task_name": task_name, "batch_size": batch_size, "seed": seed, "pack": pack,
                       "feature_lengths": dict(feature_lengths), "config": config.to_json(),
-                      **({"term_matching_heads": term_matching_heads} if term_matching_heads else {})})
+                      **({"term_matching": [term_matching_heads, term_matching_scale]}
+                         if term_matching_heads else {})})
   is_chief = jax.process_index() == 0
   os.makedirs(model_dir, exist_ok=True)
   if is_chief:
@@ -308,7 +310,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     state, step = _restore(manager, trainer, run)
     print(f"resumed from {manager.directory}/{step}", flush=True)
   else:
-    state, step = _initial_state(trainer, config, init_checkpoint, seed, term_matching_heads), 0
+    state, step = _initial_state(trainer, config, init_checkpoint, seed, term_matching_heads,
+                                 term_matching_scale), 0
 
   shard_index, num_shards = partitioning.host_data_shard(mesh, batch_size)
   batches = dataset_fn(task_name, batch_size=batch_size,
@@ -409,14 +412,15 @@ def _export_final(directory: str, params, config: T5Config, metadata: dict,
 
 
 def _initial_state(trainer: Trainer, config: T5Config, init_checkpoint: Optional[str],
-                   seed: int, term_matching_heads: int = 0) -> State:
+                   seed: int, term_matching_heads: int = 0,
+                   term_matching_scale: float = 1.0) -> State:
   """Fresh state from random weights (`seed`) or from the parameters of `init_checkpoint`."""
   if init_checkpoint is None:
     def fresh(rng):
       params = init_params(config, rng)
       if term_matching_heads:
         params = term_matching_init(params, config, jax.random.fold_in(rng, 1),
-                                    num_heads=term_matching_heads)
+                                    num_heads=term_matching_heads, scale=term_matching_scale)
       return params
 
     params = jax.jit(fresh,

@@ -9,6 +9,8 @@ ab_de (the paper's Table 4) and yes_no (mT5). Tasks tokenize with T5's vocabular
 with the vocabulary `insuranceqa_en_8k` (`t5rank.vocab.VOCABULARIES`).
   insuranceqa_{en,zh}_monot5_{variant}          InsuranceQA v2 (insuranceqa-data), train/validation/test
   insuranceqa_en_8k_monot5_{variant}            the English one on the insuranceqa_en_8k vocabulary
+  insuranceqa_en_8k_pseudo_monot5_true_false    the same, its train split 30% pseudo-queries
+                                                (`t5rank.pseudo_queries`): the from-scratch recipe
   msmarco_passage_monot5_{variant}              triples.train.small.tsv
   msmarco_passage_qidpid_monot5_{variant}       qidpidtriples + queries.tsv + collection.tsv
   generic_monot5_{variant}                      queries + corpus + qrels + candidate run
@@ -22,7 +24,7 @@ import functools
 
 import seqio
 
-from t5rank import preprocessors, sources, tfds_builders  # noqa: F401  (tfds_builders registers builders)
+from t5rank import preprocessors, pseudo_queries, sources, tfds_builders  # noqa: F401  (tfds_builders registers builders)
 from t5rank.seqio_tasks import TripleSource, register_data_poor, register_variants
 
 _INSURANCEQA_SPLITS = tuple(sources.INSURANCEQA_SPLITS)
@@ -39,6 +41,9 @@ for _language in ("en", "zh"):
 register_variants("insuranceqa_en_8k", TripleSource(
     functools.partial(sources.insuranceqa, language="en"), _INSURANCEQA_SPLITS),
     vocabulary="insuranceqa_en_8k")
+register_variants("insuranceqa_en_8k_pseudo", TripleSource(
+    functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries, language="en", fraction=0.3),
+    _INSURANCEQA_SPLITS), vocabulary="insuranceqa_en_8k", variants=("true_false",))
 register_variants("msmarco_passage", TripleSource(sources.msmarco_passage_triples, ["train"]))
 register_variants("msmarco_passage_qidpid", TripleSource(sources.msmarco_passage_qidpid, ["train"]))
 register_variants("generic", TripleSource(sources.generic_triples, ["train"]))

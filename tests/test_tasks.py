@@ -25,6 +25,10 @@ def test_import_registers_every_dataset_and_variant():
     for variant in seqio_tasks.VARIANTS:
       assert f"{dataset}_monot5_{variant}" in names
   assert "insuranceqa_en_monot5_true_false_1k_s4" in names
+  assert "insuranceqa_en_8k_pseudo_monot5_true_false" in names
+  assert seqio_tasks.task_vocabulary("insuranceqa_en_8k_pseudo_monot5_true_false").path == \
+      load_vocabulary("insuranceqa_en_8k").path
+  assert seqio_tasks.task_target_words("insuranceqa_en_8k_pseudo_monot5_true_false") == "true_false"
   assert "msmarco_passage_monot5_true_false_10k_s0" in names
   assert t5rank.tasks.__file__.endswith("tasks/__init__.py")
 
