@@ -53,6 +53,8 @@ def main(argv=None) -> int:
   parser.add_argument("--steps", type=int, default=800, help="training steps per run")
   parser.add_argument("--log_every", type=int, default=200, help="accuracy window (steps)")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--scale", type=float, default=1.0,
+                      help="term_matching_init's scale (the recipe's is 1)")
   args = parser.parse_args(argv)
 
   import insuranceqa_data
@@ -88,14 +90,14 @@ def main(argv=None) -> int:
           feature_lengths={"inputs": max_length, "targets": 2}, train_steps=args.steps,
           batch_size=batch_size, model_dir=model_dir, learning_rate=1e-2, dropout_rate=0.0,
           mesh_shape=(1, 1), seed=args.seed, checkpoint_every=args.steps, keep_checkpoints=1,
-          log_every=args.log_every, term_matching_heads=heads, term_matching_scale=1.0,
+          log_every=args.log_every, term_matching_heads=heads, term_matching_scale=args.scale,
           dataset_fn=dataset_fn)
     results.append((heads, metrics["accuracy"], metrics["loss"], time.perf_counter() - begin))
   print(f"\npseudo-queries vs random answers, {args.steps} steps x {batch_size} pairs, "
         f"accuracy over the last {args.log_every} steps:")
   print("| init | accuracy | loss | wall time |\n| --- | --- | --- | --- |")
   for heads, accuracy, loss, seconds in results:
-    name = "T5's plain init" if heads == 0 else f"term-matching heads ({heads}, scale 1, as the recipe)"
+    name = "T5's plain init" if heads == 0 else f"term-matching heads ({heads}, scale {args.scale:g})"
     print(f"| {name} | {accuracy:.3f} | {loss:.4f} | {seconds:.0f} s |")
   return 0
 
