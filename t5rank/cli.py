@@ -19,6 +19,7 @@ COMMANDS = {
     "inspect-task": "t5rank.inspect_task",
     "retrieve": "t5rank.retrieval",
     "evaluate": "t5rank.evaluation",
+    "fuse": "t5rank.fusion",
     "score": "t5rank.scoring",
     "topics": "t5rank.topics",
 }

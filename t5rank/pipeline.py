@@ -4,17 +4,23 @@
     ─► model: WORKDIR/model/final when it was trained by the same gin recipe, else `t5rank train`'s
        code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run)
     ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
-    ─► BM25 vs BM25+monoT5: MRR, MRR@10, P@1, nDCG@10, MAP, paired t-test ─► table, JSON, PNG
+    ─► hybrid: BM25 and monoT5 scores interpolated (`t5rank fuse`), the weight chosen on the first
+       TUNE_QUERIES validation queries (their BM25 top DEPTH, scored the same way)
+    ─► BM25 vs BM25+monoT5 vs hybrid: MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25
+       (Bonferroni over the two) ─► table, JSON, PNG
 
 The work directory holds:
     data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`)
+    data_valid/    the same for the validation split (for the hybrid's weight)
     index/         the BM25 index, reused while the corpus and the BM25 settings are the same
     model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
     bm25.run       BM25's top DEPTH of each query's pool
     monot5.run     the same candidates reranked by monoT5 (score: log P(true))
+    hybrid.run     the same candidates by interpolated score (weight in results.json)
+    valid_bm25.run, valid_monot5.run   the validation queries' runs the weight was tuned on
     results.json   settings, stage timings, the evaluation report (`t5rank.evaluation.evaluate`)
-    results.png    bar chart of the two systems with the p-values
-Both runs hold the same DEPTH candidates per query, so the comparison is between two orderings.
+    results.png    bar chart of the three systems with the p-values
+All runs hold the same DEPTH candidates per query, so the comparison is between orderings.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from t5rank.readers import atomic_write
 DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
 DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_cpu.gin"
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
-SYSTEMS = ("BM25", "BM25+monoT5")
+SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
+TUNE_QUERIES = 200
 BM25_K1, BM25_B = 0.9, 0.4
 RECIPE_FILE = "recipe.json"
 _MODEL_DIR_PLACEHOLDER = "MODEL_DIR"
@@ -114,6 +121,30 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
   return final, True
 
 
+def _rerank(reranker: dict, queries, corpus, candidates, candidates_path: str, run_path: str):
+  """(monoT5's run over `candidates`, whether it was reused): `run_path` is reused when its stamp
+  (`run_path`.json: model, input length, hash of `candidates_path`) matches and no model was
+  trained now; otherwise the candidates are scored (resuming from `run_path`.shards)."""
+  from t5rank.readers import read_run
+  from t5rank.scoring import score_candidates
+
+  if reranker["trained_now"]:  # shards of an interrupted reranking with an earlier model
+    shutil.rmtree(run_path + ".shards", ignore_errors=True)
+  with open(candidates_path, "rb") as f:
+    stamp = {"model": reranker["model_id"], "max_length": reranker["options"].max_length,
+             "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
+  stamp_path = run_path + ".json"
+  if not reranker["trained_now"] and os.path.exists(run_path) and _read_json(stamp_path) == stamp:
+    return read_run(run_path), True
+  run = score_candidates(reranker["params"], config=reranker["config"], vocab=reranker["vocab"],
+                        target_ids=reranker["target_ids"], queries=queries, corpus=corpus,
+                        candidates=candidates, output=run_path, options=reranker["options"],
+                        model_id=reranker["model_id"], progress=reranker["progress"])
+  with atomic_write(stamp_path) as f:
+    json.dump(stamp, f, indent=1)
+  return run, False
+
+
 # ------------------------------------------------------------------------------------ the chart
 
 
@@ -152,22 +183,24 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
                     num_queries: Optional[int] = None,
                     gin_files: Sequence[str] = (DEFAULT_GIN_FILE,),
                     gin_bindings: Sequence[str] = (), retrain: bool = False,
-                    progress: bool = True) -> dict:
+                    tune_queries: int = TUNE_QUERIES, progress: bool = True) -> dict:
   """Runs the job (module docstring) in `workdir` on the first `num_queries` test queries (all 2,000
   when None), reranking BM25's top `depth`; training uses `gin_files` and `gin_bindings` (gin
   binding strings, MODEL_DIR excepted). Returns what results.json holds."""
-  from t5rank import evaluation, retrieval
+  from t5rank import evaluation, fusion, retrieval
   from t5rank.checkpoints import native
   from t5rank.insuranceqa import export_insuranceqa
   from t5rank.readers import read_corpus, read_qrels, read_queries, read_run, write_run
-  from t5rank.scoring import ScoringOptions, load_reranker, score_candidates
+  from t5rank.scoring import ScoringOptions, load_reranker
 
-  if depth < 1 or (num_queries is not None and num_queries < 1):
-    raise ValueError(f"depth and the number of queries must be positive, got {depth}, {num_queries}")
+  if depth < 1 or tune_queries < 1 or (num_queries is not None and num_queries < 1):
+    raise ValueError("depth and the numbers of queries must be positive, got "
+                     f"{depth}, {num_queries}, {tune_queries}")
   timings: dict[str, float] = {}
   os.makedirs(workdir, exist_ok=True)
   paths = {name: os.path.join(workdir, name)
-           for name in ("bm25.run", "monot5.run", "results.json", "results.png")}
+           for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run", "hybrid.run",
+                        "results.json", "results.png")}
   begin = time.perf_counter()
 
   start = _stage("export: InsuranceQA v2 test split, English")
@@ -190,36 +223,41 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
   start = _stage("model")
   model_dir = os.path.join(workdir, "model")
   checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain)
-  if trained:  # shards of an interrupted reranking with an earlier model must not be reused
-    shutil.rmtree(paths["monot5.run"] + ".shards", ignore_errors=True)
   config, params, vocab, target_ids = load_reranker(checkpoint)
   metadata = native.read_metadata(checkpoint)
   _done("train" if trained else "load model", start, timings, checkpoint)
 
-  start = _stage(f"rerank: monoT5 on BM25's top {depth} ({pairs} pairs)")
   max_length = metadata.get("feature_lengths", {}).get("inputs", ScoringOptions.max_length)
-  options = ScoringOptions(window=0, max_length=max_length, tag="monot5")
   recipe_sha256 = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
-  model_id = f"{os.path.abspath(checkpoint)}@{recipe_sha256}"
-  with open(paths["bm25.run"], "rb") as f:  # the reranked run is reused for the same inputs
-    stamp = {"model": model_id, "max_length": max_length,
-             "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
-  stamp_path = paths["monot5.run"] + ".json"
-  if not trained and os.path.exists(paths["monot5.run"]) and _read_json(stamp_path) == stamp:
-    monot5 = read_run(paths["monot5.run"])
-    _done("reuse run", start, timings, f"{paths['monot5.run']}, scored by the same model")
-  else:
-    monot5 = score_candidates(params, config=config, vocab=vocab, target_ids=target_ids,
-                              queries=queries, corpus=corpus, candidates=bm25,
-                              output=paths["monot5.run"], options=options, model_id=model_id,
-                              progress=progress)
-    with atomic_write(stamp_path) as f:
-      json.dump(stamp, f, indent=1)
-    rate = pairs / max(time.perf_counter() - start, 1e-9)
-    _done("rerank", start, timings, f"{rate:.1f} pairs/s, compilation and tokenization included")
+  reranker = {"params": params, "config": config, "vocab": vocab, "target_ids": target_ids,
+              "model_id": f"{os.path.abspath(checkpoint)}@{recipe_sha256}",
+              "options": ScoringOptions(window=0, max_length=max_length, tag="monot5"),
+              "trained_now": trained, "progress": progress}
+  start = _stage(f"rerank: monoT5 on BM25's top {depth} ({pairs} pairs)")
+  monot5, reused = _rerank(reranker, queries, corpus, bm25, paths["bm25.run"], paths["monot5.run"])
+  _done("reuse run" if reused else "rerank", start, timings,
+        f"{paths['monot5.run']}, scored by the same model" if reused else
+        f"{pairs / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, compilation and "
+        "tokenization included")
+
+  start = _stage(f"tune: the BM25/monoT5 interpolation weight on {tune_queries} validation queries")
+  valid = export_insuranceqa(os.path.join(workdir, "data_valid"), split="validation",
+                             language="en")
+  valid_queries = dict(list(read_queries(valid["queries.tsv"]).items())[:tune_queries])
+  valid_qrels = {qid: docs for qid, docs in read_qrels(valid["qrels.txt"]).items()
+                 if qid in valid_queries}
+  valid_bm25 = retrieval.retrieve(index, valid_queries, k=depth, candidates=read_run(valid["pool.run"]))
+  write_run(paths["valid_bm25.run"], valid_bm25, tag="bm25")
+  valid_monot5, _ = _rerank(reranker, valid_queries, corpus, valid_bm25, paths["valid_bm25.run"],
+                            paths["valid_monot5.run"])
+  weight, tuning = fusion.tune_weight(valid_qrels, valid_bm25, valid_monot5, metric="MRR")
+  hybrid = fusion.interpolate(bm25, monot5, weight)
+  write_run(paths["hybrid.run"], hybrid, tag="hybrid")
+  _done("tune", start, timings, f"w = {weight:g} (validation MRR {tuning[0.0]:.4f} at w = 0, "
+        f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
 
   start = _stage("evaluate")
-  report = evaluation.evaluate(qrels, dict(zip(SYSTEMS, (bm25, monot5))), METRICS)
+  report = evaluation.evaluate(qrels, dict(zip(SYSTEMS, (bm25, monot5, hybrid))), METRICS)
   print(evaluation.format_table(report), flush=True)
   _done("evaluate", start, timings)
   timings["total"] = round(time.perf_counter() - begin, 1)
@@ -230,17 +268,22 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
       "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
                 "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
                 "max_length": max_length},
+      "hybrid": {"weight": weight, "normalization": "zscore", "tuned_on":
+                 f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
+                 "validation_MRR": {f"{w:g}": v for w, v in tuning.items()}},
       "timings_s": timings, "evaluation": report,
       "files": {"bm25": paths["bm25.run"], "monot5": paths["monot5.run"],
+                "hybrid": paths["hybrid.run"],
                 "chart": paths["results.png"], "qrels": data["qrels.txt"]},
   }
-  mrr = report["runs"][1]["vs_baseline"]["MRR"]
   plot_comparison(report, paths["results.png"],
                   f"InsuranceQA v2 test, {len(queries)} queries: BM25 top {depth} reranked by "
-                  f"monoT5 ({config.num_parameters / 1e6:.1f}M, step {metadata.get('step')}); "
-                  f"MRR p={mrr['p']:.2g}")
+                  f"monoT5 ({config.num_parameters / 1e6:.1f}M, step {metadata.get('step')}),\n"
+                  f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation); "
+                  "p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:
     json.dump(results, f, indent=1)
-  print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['results.json']}, "
-        f"{paths['results.png']}; total {timings['total']:.1f} s", flush=True)
+  print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
+        f"{paths['results.json']}, {paths['results.png']}; total {timings['total']:.1f} s",
+        flush=True)
   return results

@@ -42,9 +42,9 @@ def check_run_file(path: str, qids: list[str], pool: dict) -> dict:
 def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch, capsys):
   workdir = str(tmp_path / "job")
   results = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=QUERIES,
-                                     gin_bindings=TINY_RECIPE, progress=False)
+                                     gin_bindings=TINY_RECIPE, tune_queries=4, progress=False)
   out = capsys.readouterr().out
-  for stage in ("export", "bm25", "train", "rerank", "evaluate"):
+  for stage in ("export", "bm25", "train", "rerank", "tune", "evaluate"):
     assert f"== {stage}: " in out
   assert "BM25+monoT5" in out and "p-values vs BM25" in out
 
@@ -52,7 +52,13 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   pool = read_run(os.path.join(workdir, "data", "pool.run"))
   bm25 = check_run_file(os.path.join(workdir, "bm25.run"), qids, pool)
   monot5 = check_run_file(os.path.join(workdir, "monot5.run"), qids, pool)
-  assert all({d for d, _ in bm25[q]} == {d for d, _ in monot5[q]} for q in qids)  # same candidates
+  hybrid = check_run_file(os.path.join(workdir, "hybrid.run"), qids, pool)
+  assert all({d for d, _ in bm25[q]} == {d for d, _ in monot5[q]} == {d for d, _ in hybrid[q]}
+             for q in qids)  # same candidates
+  valid_qids = list(read_queries(os.path.join(workdir, "data_valid", "queries.tsv")))[:4]
+  valid_pool = read_run(os.path.join(workdir, "data_valid", "pool.run"))
+  check_run_file(os.path.join(workdir, "valid_bm25.run"), valid_qids, valid_pool)
+  check_run_file(os.path.join(workdir, "valid_monot5.run"), valid_qids, valid_pool)
 
   with open(os.path.join(workdir, "results.json")) as f:
     saved = json.load(f)
@@ -61,13 +67,19 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   assert saved["model"]["trained_now"] and saved["model"]["step"] == 2
   assert saved["model"]["max_length"] == 64
   runs = saved["evaluation"]["runs"]
-  assert [r["name"] for r in runs] == ["BM25", "BM25+monoT5"]
+  assert [r["name"] for r in runs] == ["BM25", "BM25+monoT5", "BM25+monoT5 hybrid"]
+  weight = saved["hybrid"]["weight"]
+  assert saved["hybrid"]["validation_MRR"][f"{weight:g}"] == max(
+      saved["hybrid"]["validation_MRR"].values())
+  assert saved["evaluation"]["comparisons"] == 2
   for r in runs:
     assert set(r["mean"]) == set(pipeline.METRICS)
     assert all(0.0 <= v <= 1.0 for v in r["mean"].values())
-  assert set(runs[1]["vs_baseline"]) == set(pipeline.METRICS)
-  assert 0.0 <= runs[1]["vs_baseline"]["MRR"]["p"] <= 1.0
-  assert set(saved["timings_s"]) == {"export", "bm25", "train", "rerank", "evaluate", "total"}
+  for r in runs[1:]:
+    assert set(r["vs_baseline"]) == set(pipeline.METRICS)
+    assert 0.0 <= r["vs_baseline"]["MRR"]["p"] <= 1.0
+  assert set(saved["timings_s"]) == {"export", "bm25", "train", "rerank", "tune", "evaluate",
+                                     "total"}
   with open(os.path.join(workdir, "results.png"), "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -83,7 +95,7 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   monkeypatch.setattr(train_cli, "train_configured", no_training)
   monkeypatch.setattr(scoring, "score_candidates", no_scoring)
   again = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=QUERIES,
-                                   gin_bindings=TINY_RECIPE, progress=False)
+                                   gin_bindings=TINY_RECIPE, tune_queries=4, progress=False)
   assert "using the model in" in capsys.readouterr().out
   assert not again["model"]["trained_now"] and "load model" in again["timings_s"]
   assert "reuse run" in again["timings_s"] and "rerank" not in again["timings_s"]
