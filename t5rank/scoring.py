@@ -396,7 +396,8 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
 
   total = sum(len(shard_pairs[k]) for k in mine)
   with tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
-            desc="scoring", disable=not progress, smoothing=0.05) as bar:
+            desc="scoring", disable=not progress, smoothing=0.05,
+            mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log file: every 30 s
     for k, batches in prefetch(map(prepare, todo)):
       log_p, p = score_batches(device_params, batches, len(shard_pairs[k]), config=config,
                                target_ids=target_ids, sharding=sharding, on_batch=bar.update)
