@@ -17,7 +17,8 @@ with the vocabulary `insuranceqa_en_8k` (`t5rank.vocab.VOCABULARIES`).
   insuranceqa_{en,zh}_tfds_monot5_{variant}     the same InsuranceQA through TFDS (insuranceqa_v2)
   msmarco_passage_tfds_monot5_{variant}         triples through TFDS (msmarco_passage_triples)
 Data-poor (n positives + n negatives, five seeds), for the true_false tasks of InsuranceQA (en, zh)
-and MS MARCO: `{task}_1k_s{0..4}` and `{task}_10k_s{0..4}`.
+and MS MARCO, and for the six Table-4 variants of insuranceqa_en_8k: `{task}_1k_s{0..4}` and
+`{task}_10k_s{0..4}`.
 """
 
 import functools
@@ -30,6 +31,7 @@ from t5rank.seqio_tasks import TripleSource, register_data_poor, register_varian
 _INSURANCEQA_SPLITS = tuple(sources.INSURANCEQA_SPLITS)
 DATA_POOR_SIZES = (1_000, 10_000)
 DATA_POOR_SEEDS = range(5)
+TABLE4_VARIANTS = ("true_false", "false_true", "hot_cold", "apple_orange", "hot_orange", "ab_de")
 
 for _language in ("en", "zh"):
   register_variants(f"insuranceqa_{_language}", TripleSource(
@@ -51,6 +53,9 @@ register_variants("msmarco_passage_tfds",
                   seqio.TfdsDataSource("msmarco_passage_triples:1.0.0", splits=["train"]))
 
 for _task in ("insuranceqa_en_monot5_true_false", "insuranceqa_zh_monot5_true_false",
-              "msmarco_passage_monot5_true_false"):
+              "msmarco_passage_monot5_true_false",
+              # the paper's Table 4 in miniature on the 8k vocabulary
+              # (benchmarks/target_words_data_poor.py): its six target-word variants
+              *(f"insuranceqa_en_8k_monot5_{_v}" for _v in TABLE4_VARIANTS)):
   for _n in DATA_POOR_SIZES:
     register_data_poor(_task, _n, DATA_POOR_SEEDS)

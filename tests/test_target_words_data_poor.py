@@ -1,0 +1,71 @@
+"""benchmarks/target_words_data_poor.py (the paper's Table 4 in miniature): its arithmetic by hand,
+and the whole loop on one variant, two trials of a shrunk model trained for 2 steps each, resumed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                      "target_words_data_poor.py")
+SHRINK = ["--gin.TRAIN_STEPS=2", "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 2}",
+          "--gin.config.get_config.d_model=32", "--gin.config.get_config.d_ff=64",
+          "--gin.config.get_config.num_heads=2", "--gin.config.get_config.d_kv=16",
+          "--gin.config.get_config.num_encoder_layers=1", "--gin.rerank_eval.RerankEval.max_length=64"]
+
+
+@pytest.fixture(scope="module")
+def bench():
+  spec = importlib.util.spec_from_file_location("target_words_data_poor", SCRIPT)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_steps_and_confidence_interval_by_hand(bench):
+  assert bench.train_steps(1000, 32) == 188  # 3 x 2,000 / 32 = 187.5
+  assert bench.train_steps(10000, 32) == 1875
+  mean, half = bench.mean_ci95([1.0, 2.0, 3.0])  # sd 1, t(0.975, 2) = 4.302653
+  assert mean == 2.0 and half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+  mean, half = bench.mean_ci95([0.5])
+  assert mean == 0.5 and math.isnan(half)
+
+
+def test_table_formats_mean_interval_and_trials(bench):
+  results = {(1000, "hot_cold", t): {"mrr@10": v} for t, v in enumerate([0.1, 0.2, 0.3])}
+  text, cells = bench.table(results, [1000, 10000], ["hot_cold", "ab_de"])
+  assert cells[(1000, "hot_cold")][0] == pytest.approx(0.2)
+  assert cells[(1000, "hot_cold")][2] == 3
+  assert "| hot / cold | 0.200 ± 0.248 (3) |  |" in text
+  assert "| ab / de |  |  |" in text
+
+
+def test_two_trials_then_resume(bench, tmp_path, monkeypatch, capsys):
+  workdir = str(tmp_path / "t4")
+  args = ["--sizes", "1000", "--variants", "hot_cold", "--trials", "2", "--eval_queries", "2",
+          "--workdir", workdir, *SHRINK]
+  assert bench.main(args) == 0
+  with open(os.path.join(workdir, "results.jsonl")) as f:
+    records = [json.loads(line) for line in f]
+  assert [(r["variant"], r["trial"], r["task"]) for r in records] == [
+      ("hot_cold", 0, "insuranceqa_en_8k_monot5_hot_cold_1k_s0"),
+      ("hot_cold", 1, "insuranceqa_en_8k_monot5_hot_cold_1k_s1")]
+  assert all(r["steps"] == 2 and 0.0 <= r["mrr@10"] <= 1.0 for r in records)
+  final = os.path.join(workdir, "n1000", "hot_cold", "s0", "final")
+  with open(os.path.join(final, "metadata.json")) as f:
+    assert json.load(f)["target_words"] == "hot_cold"
+  assert not os.path.exists(os.path.join(workdir, "n1000", "hot_cold", "s0", "checkpoints"))
+  with open(os.path.join(workdir, "table.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  capsys.readouterr()
+
+  def no_training(*a, **k):
+    raise AssertionError("a finished run was trained again")
+
+  monkeypatch.setattr(bench, "run_one", no_training)
+  assert bench.main(args) == 0
+  assert "| hot / cold |" in capsys.readouterr().out
