@@ -30,6 +30,7 @@ import math
 import os
 import shutil
 import sys
+import textwrap
 import time
 from typing import Sequence
 
@@ -59,6 +60,23 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     return float(values.mean()), math.nan
   half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
   return float(values.mean()), float(half)
+
+
+def random_order_mrr10(num_queries: int, split: str = "validation") -> float:
+  """Expected MRR@10 of a uniformly random order of each pool (the first `num_queries` queries of
+  the split, as RerankEval takes them): P(first relevant at rank k) = C(N-k, R-1) / C(N, R)."""
+  import insuranceqa_data
+
+  from t5rank.sources import INSURANCEQA_SPLITS
+
+  records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()
+  values = []
+  for qid in sorted(records, key=int)[:num_queries]:
+    size = len(set(records[qid]["answers"]) | set(records[qid]["negatives"]))
+    relevant = len(set(records[qid]["answers"]))
+    values.append(sum(math.comb(size - k, relevant - 1) / math.comb(size, relevant) / k
+                      for k in range(1, min(10, size - relevant + 1) + 1)))
+  return float(np.mean(values))
 
 
 def read_results(path: str) -> dict[tuple[int, str, int], dict]:
@@ -126,7 +144,7 @@ def table(results: dict, sizes: Sequence[int], variants: Sequence[str],
 
 
 def plot(cells: dict, sizes: Sequence[int], variants: Sequence[str], path: str,
-         title: str) -> None:
+         title: str, chance: float) -> None:
   """Mean MRR@10 with 95% intervals, one group per variant, one bar per size (Agg, atomic)."""
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
@@ -143,9 +161,11 @@ def plot(cells: dict, sizes: Sequence[int], variants: Sequence[str], path: str,
     halves = [cells.get((n, v), (0, 0))[1] for v in variants]
     ax.bar(x + (i - (len(sizes) - 1) / 2) * width, means, width,
            yerr=np.nan_to_num(halves), capsize=3, label=f"{2 * n // 1000}k examples")
+  ax.axhline(chance, color="gray", linestyle="--", linewidth=1,
+             label=f"random order ({chance:.3f})")
   ax.set_xticks(x, [LABELS.get(v, v) for v in variants])
   ax.set_ylabel("MRR@10 (validation)")
-  ax.set_title(title, fontsize=9)
+  ax.set_title("\n".join(textwrap.wrap(title, 100)), fontsize=9)
   ax.legend()
   fig.tight_layout()
   with atomic_write(path, "wb") as f:
@@ -197,13 +217,16 @@ def main(argv: Sequence[str] | None = None) -> int:
   chosen = {k: r for k, r in results.items() if k[0] in sizes and k[1] in variants
             and k[2] < args.trials}
   text, cells = table(chosen, sizes, variants)
+  chance = random_order_mrr10(args.eval_queries)
   title = (f"InsuranceQA v2, tiny monoT5 from random weights, {EPOCHS} epochs; MRR@10 on the pools "
            f"of {args.eval_queries} validation queries, mean ± 95% CI over trials")
+  footer = f"A random order of the same pools: MRR@10 {chance:.4f} (expected value)."
   with open(os.path.join(args.workdir, "table.md"), "w", encoding="utf-8") as f:
-    f.write(title + "\n\n" + text + "\n")
-  plot(cells, sizes, variants, os.path.join(args.workdir, "table.png"), title)
+    f.write(title + "\n\n" + text + "\n\n" + footer + "\n")
+  plot(cells, sizes, variants, os.path.join(args.workdir, "table.png"), title, chance)
   print(title)
   print(text)
+  print(footer)
   print(f"wrote {results_path}, {os.path.join(args.workdir, 'table.md')}, "
         f"{os.path.join(args.workdir, 'table.png')}")
   return 0

@@ -35,6 +35,18 @@ def test_steps_and_confidence_interval_by_hand(bench):
   assert mean == 0.5 and math.isnan(half)
 
 
+def test_random_order_mrr10_by_hand(bench, monkeypatch):
+  import insuranceqa_data
+
+  # pool of 4 with 1 relevant: (1 + 1/2 + 1/3 + 1/4) / 4; pool of 3 with 2 relevant: ranks 1 and 2
+  # first with probability 2/3 and 1/3 -> 2/3 + 1/6 = 5/6
+  records = {"2": {"answers": ["a"], "negatives": ["b", "c", "d"]},
+             "10": {"answers": ["a", "b"], "negatives": ["c"]}}
+  monkeypatch.setattr(insuranceqa_data, "load_valid", lambda: records)
+  assert bench.random_order_mrr10(2) == pytest.approx(((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4 + 5 / 6) / 2)
+  assert bench.random_order_mrr10(1) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+
+
 def test_table_formats_mean_interval_and_trials(bench):
   results = {(1000, "hot_cold", t): {"mrr@10": v} for t, v in enumerate([0.1, 0.2, 0.3])}
   text, cells = bench.table(results, [1000, 10000], ["hot_cold", "ab_de"])
