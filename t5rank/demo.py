@@ -10,8 +10,8 @@ with MODEL_DIR = WORKDIR/model; an interrupted run resumes, and a model trained 
 recipe is reused), reranks BM25's top --depth with `t5rank score`'s code, interpolates BM25's and
 monoT5's scores with a weight chosen on --tune-queries validation queries (`t5rank fuse`), and prints
 BM25 against BM25+monoT5 and the hybrid (MRR, MRR@10, P@1, nDCG@10, MAP) with paired t-tests. It
-writes bm25.run, monot5.run, hybrid.run, results.json and results.png to WORKDIR. `--gin_file` and `--gin.NAME=VALUE` change the training
-recipe as in `t5rank train` (MODEL_DIR excepted). The code is `t5rank.pipeline.run_insuranceqa`.
+writes bm25.run, monot5.run, hybrid.run, results.json and results.png to WORKDIR. `--gin_file` and
+`--gin.NAME=VALUE` change the training recipe as in `t5rank train` (MODEL_DIR excepted). The code is `t5rank.pipeline.run_insuranceqa`.
 """
 
 from __future__ import annotations
