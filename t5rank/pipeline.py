@@ -32,6 +32,7 @@ import shutil
 import time
 from typing import Optional, Sequence
 
+from t5rank import retrieval
 from t5rank.readers import atomic_write
 
 DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
@@ -39,7 +40,7 @@ DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_cpu.gin"
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
 SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
 TUNE_QUERIES = 200
-BM25_K1, BM25_B = 0.9, 0.4
+BM25_K1, BM25_B = retrieval.DEFAULT_K1, retrieval.DEFAULT_B
 RECIPE_FILE = "recipe.json"
 _MODEL_DIR_PLACEHOLDER = "MODEL_DIR"
 
@@ -187,7 +188,7 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
   """Runs the job (module docstring) in `workdir` on the first `num_queries` test queries (all 2,000
   when None), reranking BM25's top `depth`; training uses `gin_files` and `gin_bindings` (gin
   binding strings, MODEL_DIR excepted). Returns what results.json holds."""
-  from t5rank import evaluation, fusion, retrieval
+  from t5rank import evaluation, fusion
   from t5rank.checkpoints import native
   from t5rank.insuranceqa import export_insuranceqa
   from t5rank.readers import read_corpus, read_qrels, read_queries, read_run, write_run
@@ -231,7 +232,8 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
   recipe_sha256 = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
   reranker = {"params": params, "config": config, "vocab": vocab, "target_ids": target_ids,
               "model_id": f"{os.path.abspath(checkpoint)}@{recipe_sha256}",
-              "options": ScoringOptions(window=0, max_length=max_length, tag="monot5"),
+              "options": ScoringOptions(window=0, max_length=max_length, tag="monot5",
+                                        bm25_in_input=bool(metadata.get("bm25_in_input"))),
               "trained_now": trained, "progress": progress}
   start = _stage(f"rerank: monoT5 on BM25's top {depth} ({pairs} pairs)")
   monot5, reused = _rerank(reranker, queries, corpus, bm25, paths["bm25.run"], paths["monot5.run"])
@@ -267,7 +269,8 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
       "queries": len(queries), "depth": depth, "bm25": {"k1": BM25_K1, "b": BM25_B},
       "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
                 "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
-                "max_length": max_length},
+                "max_length": max_length,
+                "bm25_in_input": bool(metadata.get("bm25_in_input"))},
       "hybrid": {"weight": weight, "normalization": "zscore", "tuned_on":
                  f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
                  "validation_MRR": {f"{w:g}": v for w, v in tuning.items()}},

@@ -10,6 +10,9 @@ A training task chains them as
 `split_triples` is what makes batches class-balanced: the positive and the negative of a triple
 come out next to each other, so any even-sized batch of consecutive examples is half and half.
 Shuffling therefore happens on triples, before it (see `t5rank.training_data`), never after it.
+
+With `bm25_in_input` (`t5rank.bm25_input`), triples carry `positive_score` / `negative_score`, the
+pairs a `score`, and the input reads `Query: q BM25: 12 Document: d Relevant:`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Mapping, Optional
 import seqio
 import tensorflow as tf
 
-from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds
+from t5rank.inputs import DEFAULT_MAX_LENGTH, SCORE_MARK, TemplateIds
 from t5rank.vocab import (DEFAULT_VOCABULARY, EOS_ID, TargetSpec, Vocabulary, load_vocabulary,
                           resolve_target_words, vocabulary_file)
 
@@ -54,14 +57,16 @@ def split_triples(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
   {"query": "q", "positive": "p", "negative": "n"}
     -> {"query": "q", "document": "p", "label": 1}, {"query": "q", "document": "n", "label": 0}
+  Scored triples (+ "positive_score": 14.2, "negative_score": 9.7) give pairs with a "score".
   """
 
   def pairs(ex):
-    return tf.data.Dataset.from_tensor_slices({
-        "query": tf.stack([ex["query"], ex["query"]]),
-        "document": tf.stack([ex["positive"], ex["negative"]]),
-        "label": tf.constant([1, 0], tf.int32),
-    })
+    out = {"query": tf.stack([ex["query"], ex["query"]]),
+           "document": tf.stack([ex["positive"], ex["negative"]]),
+           "label": tf.constant([1, 0], tf.int32)}
+    if "positive_score" in ex:
+      out["score"] = tf.stack([ex["positive_score"], ex["negative_score"]])
+    return tf.data.Dataset.from_tensor_slices(out)
 
   return dataset.flat_map(pairs)
 
@@ -78,8 +83,22 @@ def target_texts(targets: TargetSpec, vocab: Vocabulary) -> tuple[str, str]:
   return texts
 
 
+def _score_text(score: tf.Tensor) -> tf.Tensor:
+  """`t5rank.inputs.score_text` in TensorFlow: "BM25: 12" (tf.round rounds half to even, as
+  Python's round)."""
+  tf.debugging.assert_greater_equal(score, tf.constant(0, score.dtype),
+                                    message="a BM25 score must be >= 0")
+  return tf.strings.join([SCORE_MARK + " ", tf.strings.as_string(tf.cast(tf.round(score), tf.int64))])
+
+
+def _check_scores(ex, bm25_in_input: bool) -> None:
+  if bm25_in_input and "score" not in ex:
+    raise ValueError("bm25_in_input needs pairs with a `score` (a scored TripleTable's triples)")
+
+
 def format_monot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
-                  output_features: Optional[Features] = None) -> tf.data.Dataset:
+                  output_features: Optional[Features] = None,
+                  bm25_in_input: bool = False) -> tf.data.Dataset:
   """Adds the monoT5 input text and the target word for the label; the words must be single pieces
   of the task's vocabulary (SeqIO passes `output_features`; T5's vocabulary when None).
 
@@ -87,11 +106,15 @@ def format_monot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
     -> same + {"inputs": "Query: what is a deductible Document: The amount you pay first. Relevant:",
                "targets": "true"}
   (with targets="hot_cold" the target would be "hot"; label 0 gives the negative word.)
+  With `bm25_in_input` and "score": 14.2: "Query: what is a deductible BM25: 14 Document: ...".
   """
   positive, negative = target_texts(targets, features_vocabulary(output_features))
 
   def fmt(ex):
-    inputs = tf.strings.join(["Query: ", ex["query"], " Document: ", ex["document"], " Relevant:"])
+    _check_scores(ex, bm25_in_input)
+    query = tf.strings.join([ex["query"], " ", _score_text(ex["score"])]) if bm25_in_input else (
+        ex["query"])
+    inputs = tf.strings.join(["Query: ", query, " Document: ", ex["document"], " Relevant:"])
     word = tf.where(ex["label"] > 0, tf.constant(positive), tf.constant(negative))
     return {**ex, "inputs": inputs, "targets": word}
 
@@ -99,7 +122,8 @@ def format_monot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
 
 
 def tokenize_monot5(dataset: tf.data.Dataset, output_features: Features,
-                    sequence_length: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
+                    sequence_length: Optional[Mapping[str, int]] = None,
+                    bm25_in_input: bool = False) -> tf.data.Dataset:
   """Token ids as `t5rank.inputs.encode_pairs` makes them, plus the target word's id and EOS.
 
   The query and the document are tokenized separately and put between the template's words; when
@@ -112,6 +136,7 @@ def tokenize_monot5(dataset: tf.data.Dataset, output_features: Features,
         "inputs": [3, 27569, 10, <q ids>, 11167, 10, <d ids>, 31484, 17, 10, 1],
         "targets": [1176, 1],
         "inputs_pretokenized": "Query: q ...", "targets_pretokenized": "true"}
+  With `bm25_in_input`, the ids of "BM25: 14" follow the query's (never cut, like the template).
   """
   import tensorflow_text as tf_text
 
@@ -128,12 +153,18 @@ def tokenize_monot5(dataset: tf.data.Dataset, output_features: Features,
   suffix = tf.constant(marks.relevant + [EOS_ID], tf.int32)
 
   def tokenize(ex):
-    query = tokenizer.tokenize(ex["query"])[:max_length - fixed]
-    room = max_length - fixed - tf.shape(query)[0]
+    _check_scores(ex, bm25_in_input)
+    score = (tokenizer.tokenize(_score_text(ex["score"])) if bm25_in_input
+             else tf.zeros([0], tf.int32))
+    fixed_here = fixed + tf.shape(score)[0]
+    tf.debugging.assert_less_equal(fixed_here, max_length,
+                                   message="max_length cannot hold the template and the score")
+    query = tokenizer.tokenize(ex["query"])[:max_length - fixed_here]
+    room = max_length - fixed_here - tf.shape(query)[0]
     document = tokenizer.tokenize(ex["document"])[:room]
     targets = tokenizer.tokenize(ex["targets"])
     return {**ex,
-            "inputs": tf.concat([query_mark, query, document_mark, document, suffix], 0),
+            "inputs": tf.concat([query_mark, query, score, document_mark, document, suffix], 0),
             "targets": tf.concat([targets, [EOS_ID]], 0),
             "inputs_pretokenized": ex["inputs"], "targets_pretokenized": ex["targets"]}
 

@@ -11,7 +11,9 @@ not "the"), in the document's order, after a question opening taken from a real 
     pseudo-query: "Can I effect minutes application?"
 
 Each pseudo-query's positive is its document and its negative a random other document, so the pair
-is decided by term overlap alone. Mixed into the real training triples (`mix_tables`), they teach
+is decided by term overlap alone (or, with `hard_negatives=k`, one of the k documents BM25 ranks
+highest for the pseudo-query, the positive left out: then the pair is decided by which words match,
+not whether any do). Mixed into the real training triples (`mix_tables`), they teach
 term matching that the real pairs then refine (docs/training.md has the measurements).
 
 Words are drawn only from the first `max_words` words of the document: monoT5 cuts long inputs, and a
@@ -53,12 +55,14 @@ def _document_words(text: str, max_words: int, language: str,
 
 def pseudo_query_table(documents: Sequence[str], num_queries: int, *, seed: int,
                        openings: Sequence[str] = (), min_terms: int = 2, max_terms: int = 5,
-                       max_words: int = 45, language: str = "en") -> TripleTable:
+                       max_words: int = 45, language: str = "en",
+                       hard_negatives: int = 0) -> TripleTable:
   """`num_queries` pseudo-query triples over `documents` (see the module docstring): each row's
   positive is the document its words were drawn from, its negative one other document drawn at
-  random (fixed per row). `openings` are prefixed at random (e.g. the first two words of real
-  training queries); a document with fewer than `min_terms` usable words is never drawn. The table
-  is a pure function of its arguments."""
+  random (fixed per row), or with `hard_negatives=k` > 0 one of the k best other documents by BM25
+  for the pseudo-query (a random one when no other document matches). `openings` are prefixed at
+  random (e.g. the first two words of real training queries); a document with fewer than
+  `min_terms` usable words is never drawn. The table is a pure function of its arguments."""
   if not 1 <= min_terms <= max_terms:
     raise ValueError(f"need 1 <= min_terms <= max_terms, got {min_terms}, {max_terms}")
   documents = documents if isinstance(documents, list) else list(documents)  # shared by mix_tables
@@ -75,6 +79,11 @@ def pseudo_query_table(documents: Sequence[str], num_queries: int, *, seed: int,
   usable = np.asarray([i for i, w in enumerate(words) if len({t for _, t in w}) >= min_terms])
   if not len(usable):
     raise ValueError(f"no document has {min_terms} distinct usable words in its first {max_words}")
+  index = None
+  if hard_negatives > 0:
+    from t5rank import bm25_input
+
+    index = bm25_input.build_index(documents, language)
   rng = np.random.default_rng(seed)
   queries, rows = [], []
   for _ in range(num_queries):
@@ -90,9 +99,17 @@ def pseudo_query_table(documents: Sequence[str], num_queries: int, *, seed: int,
     text = " ".join(words[doc][p][0] for p in chosen)
     if openings:
       text = f"{openings[rng.integers(len(openings))]} {text}"
-    negative = int(rng.integers(n - 1))
-    negative += negative >= doc  # any document but the positive
-    queries.append(text + "?")
+    text += "?"
+    others = []
+    if index is not None:
+      best = index.rank(index.score(index.query_counts(text)[0]), hard_negatives + 1)
+      others = [int(d) for d in best if d != doc][:hard_negatives]
+    if others:
+      negative = others[int(rng.integers(len(others)))]
+    else:
+      negative = int(rng.integers(n - 1))
+      negative += negative >= doc  # any document but the positive
+    queries.append(text)
     rows.append((len(queries) - 1, doc, negative))
   array = np.asarray(rows, np.int64).reshape(-1, 3)
   return TripleTable(queries, documents, array[:, :2].copy(), np.arange(len(array)),
@@ -102,7 +119,10 @@ def pseudo_query_table(documents: Sequence[str], num_queries: int, *, seed: int,
 def mix_tables(*tables: TripleTable) -> TripleTable:
   """One table holding the rows of all `tables` (an epoch is a permutation of all their rows, so a
   table's share of every batch is its share of rows). Documents that are the same list object are
-  stored once."""
+  stored once. Scored tables (`TripleTable.scored`) keep their scores; scored and unscored tables
+  do not mix."""
+  if len({table.scored for table in tables}) > 1:
+    raise ValueError("cannot mix scored and unscored tables")
   queries: list[str] = []
   documents: list[str] = []
   document_offsets: dict[int, int] = {}
@@ -122,16 +142,21 @@ def mix_tables(*tables: TripleTable) -> TripleTable:
     queries.extend(table.queries)
   starts = np.zeros(pools_so_far + 1, np.int64)
   starts[1:] = np.cumsum(np.concatenate(pool_sizes))
+  scores = {}
+  if tables and tables[0].scored:
+    scores = {"positive_scores": np.concatenate([t.positive_scores for t in tables]),
+              "pool_scores": np.concatenate([t.pool_scores for t in tables])}
   return TripleTable(queries, documents, np.concatenate(positives), np.concatenate(positive_pools),
-                     starts, np.concatenate(pool_docs))
+                     starts, np.concatenate(pool_docs), **scores)
 
 
 @functools.lru_cache(maxsize=8)
 def insuranceqa_with_pseudo_queries(split: str, language: str = "en", fraction: float = 0.3,
-                                    seed: int = 0) -> TripleTable:
+                                    seed: int = 0, hard_negatives: int = 0) -> TripleTable:
   """InsuranceQA v2's triples of `split` (`t5rank.sources.insuranceqa`); for the train split, mixed
   with pseudo-queries over the answers so that they are `fraction` of the rows, with openings from
-  the split's queries. Other splits are returned as they are."""
+  the split's queries (`hard_negatives`: see `pseudo_query_table`). Other splits are returned as
+  they are."""
   if not 0.0 <= fraction < 1.0:
     raise ValueError(f"fraction must be in [0, 1), got {fraction}")
   table = sources.insuranceqa(split, language)
@@ -140,5 +165,16 @@ def insuranceqa_with_pseudo_queries(split: str, language: str = "en", fraction: 
   count = round(len(table) * fraction / (1.0 - fraction))
   openings = sorted({" ".join(q.split()[:2]) for q in table.queries if len(q.split()) > 2})
   pseudo = pseudo_query_table(table.documents, count, seed=seed, openings=openings,
-                              language=language)
+                              language=language, hard_negatives=hard_negatives)
   return mix_tables(table, pseudo)
+
+
+@functools.lru_cache(maxsize=8)
+def insuranceqa_with_pseudo_queries_scored(split: str, language: str = "en",
+                                           fraction: float = 0.3, seed: int = 0,
+                                           hard_negatives: int = 0) -> TripleTable:
+  """`insuranceqa_with_pseudo_queries` with every pair's BM25 score (`t5rank.bm25_input`)."""
+  from t5rank import bm25_input
+
+  return bm25_input.score_table(
+      insuranceqa_with_pseudo_queries(split, language, fraction, seed, hard_negatives), language)

@@ -41,10 +41,12 @@ def ranking_metrics(scores: Sequence[np.ndarray], relevant: Sequence[np.ndarray]
 class RerankEval:
   """Reranks the pools of the first `num_queries` queries of an InsuranceQA split (sorted by id),
   tokenized with `vocabulary` (a name of `t5rank.vocab.VOCABULARIES` or a SentencePiece model path)
-  and scored by the `targets` words."""
+  and scored by the `targets` words. With `bm25_in_input`, each input carries the pair's BM25 score
+  over all answers (`t5rank.bm25_input`), as the task `insuranceqa_en_8k_pseudo_bm25_*` trains."""
 
   def __init__(self, split: str = "validation", num_queries: int = 100, language: str = "en",
-               max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5"):
+               max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5",
+               bm25_in_input: bool = False):
     import insuranceqa_data
 
     from t5rank.inputs import encode_pairs
@@ -52,12 +54,20 @@ class RerankEval:
     from t5rank.vocab import load_vocabulary, resolve_target_words
 
     self.vocab = vocab = load_vocabulary(vocabulary)
+    self.bm25_in_input = bm25_in_input
     self.target_ids = resolve_target_words(vocab, targets)
     answers = insuranceqa_data.load_answers()
     records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()
     self.qids = sorted(records, key=int)[:num_queries]
     self.pools: list[list[str]] = []  # answer ids, in candidate order
     queries, documents, self.relevant, self.pool_sizes = [], [], [], []
+    scores, index, position = [], None, {}
+    if bm25_in_input:
+      from t5rank import bm25_input
+
+      answer_ids = sorted(answers, key=int)
+      index = bm25_input.build_index([answers[a][language] for a in answer_ids], language)
+      position = {aid: i for i, aid in enumerate(answer_ids)}
     for qid in self.qids:
       record = records[qid]
       pool = sorted(set(record["answers"]) | set(record["negatives"]), key=int)
@@ -66,7 +76,10 @@ class RerankEval:
       documents += [answers[aid][language] for aid in pool]
       self.relevant.append(np.isin(pool, record["answers"]))
       self.pool_sizes.append(len(pool))
-    self.ids = encode_pairs(vocab, queries, documents, max_length)
+      if index is not None:
+        all_scores = bm25_input.query_scores(index, record[language])
+        scores.extend(all_scores[[position[aid] for aid in pool]])
+    self.ids = encode_pairs(vocab, queries, documents, max_length, scores if index else None)
 
   def batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
     """(row indices, padded ids (ROWS, L)) in order of length; the last batch is padded with rows of

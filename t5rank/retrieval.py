@@ -50,6 +50,7 @@ from t5rank.readers import Document, Run
 logger = logging.getLogger(__name__)
 
 LANGUAGES = ("en", "zh")
+DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's
 INDEX_FORMAT = 1
 KEY_FILE = "t5rank_index.json"
 DOC_IDS_FILE = "doc_ids.json"
@@ -228,8 +229,8 @@ class BM25Index:
     return pool[order[:k]]
 
 
-def open_index(corpus: Mapping[str, Document], directory: str | None, *, k1: float = 0.9,
-               b: float = 0.4, language: str = "en") -> BM25Index:
+def open_index(corpus: Mapping[str, Document], directory: str | None, *, k1: float = DEFAULT_K1,
+               b: float = DEFAULT_B, language: str = "en") -> BM25Index:
   """The index of `corpus`: loaded from `directory` when it holds one with the same key, else built
   (and saved there when `directory` is given)."""
   key = index_key(corpus, k1=k1, b=b, language=language)

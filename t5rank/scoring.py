@@ -9,7 +9,9 @@ The pipeline, one shard at a time (a shard is `shard_size` consecutive passages 
 
 Scores are `t5rank.score.monot5_score`'s log P(positive word). A document's score aggregates its
 windows (MaxP by default); each query's documents are sorted by score, descending, ties broken by
-docid, ascending. Shards live in `OUT.shards/` until the run is written; rerunning the same command
+docid, ascending. A model trained with the BM25 score in its input (`t5rank.bm25_input`; its
+metadata.json says `bm25_in_input`) reads each candidate's score from the candidates run, which must
+then be a BM25 run with scores (`t5rank retrieve`'s). Shards live in `OUT.shards/` until the run is written; rerunning the same command
 after an interruption scores only the shards that are missing. On several hosts (`--distributed`),
 host i scores shards i, i + n, ... into the same (shared) directory and host 0 writes the run.
 """
@@ -32,7 +34,7 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, 
 import numpy as np
 
 from t5rank.config import T5Config
-from t5rank.inputs import DEFAULT_MAX_LENGTH, TemplateIds, assemble
+from t5rank.inputs import DEFAULT_MAX_LENGTH, ScoreIds, TemplateIds, assemble
 from t5rank.passages import (AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW, aggregate,
                              document_passages)
 from t5rank.readers import Document, Run, atomic_write, write_run
@@ -48,7 +50,8 @@ T = TypeVar("T")
 @dataclasses.dataclass(frozen=True)
 class ScoringOptions:
   """How candidates become scored passages and a run. `batch_tokens` is the padded token budget of
-  one batch (None: `default_batch_tokens`); `shard_size` the number of passages per output shard."""
+  one batch (None: `default_batch_tokens`); `shard_size` the number of passages per output shard;
+  `bm25_in_input` writes each candidate's run score into its input (`t5rank.bm25_input`)."""
   aggregation: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE
@@ -58,6 +61,7 @@ class ScoringOptions:
   shard_size: int = 10_000
   skip_missing: bool = False
   tag: str = "t5rank"
+  bm25_in_input: bool = False
 
 
 class Pair(NamedTuple):
@@ -127,16 +131,35 @@ def candidate_passages(candidates: Run, corpus: Mapping[str, Document], options:
 
 
 def encode_shard(vocab: Vocabulary, pairs: Sequence[Pair], queries: Mapping[str, str],
-                 passages: Mapping[str, Sequence[str]], max_length: int) -> list[list[int]]:
+                 passages: Mapping[str, Sequence[str]], max_length: int,
+                 first_stage: Optional[Mapping[tuple[str, str], float]] = None) -> list[list[int]]:
   """Ids of each pair's input, as `t5rank.inputs.encode_pairs` makes them, tokenizing each distinct
-  query and passage of the shard once."""
+  query and passage of the shard once; with `first_stage` ((qid, docid) -> BM25 score), every
+  window of a document carries the document's score."""
   marks = TemplateIds(vocab)
+  score_ids = ScoreIds(vocab)
   qids = list(dict.fromkeys(p.qid for p in pairs))
   query_ids = dict(zip(qids, vocab.encode_batch([queries[q] for q in qids])))
   keys = list(dict.fromkeys((p.docid, p.window) for p in pairs))
   passage_ids = dict(zip(keys, vocab.encode_batch([passages[d][w] for d, w in keys])))
-  return [assemble(query_ids[p.qid], passage_ids[p.docid, p.window], marks, max_length)
+  return [assemble(query_ids[p.qid], passage_ids[p.docid, p.window], marks, max_length,
+                   score_ids(first_stage[p.qid, p.docid]) if first_stage is not None else ())
           for p in pairs]
+
+
+def first_stage_scores(candidates: Run) -> dict[tuple[str, str], float]:
+  """(qid, docid) -> the candidates run's score, for `bm25_in_input`. BM25 scores are >= 0: a run
+  with a negative score (e.g. a `qid docid` file, whose candidates are numbered -1, -2, ...) is
+  refused."""
+  scores = {(qid, docid): score for qid, docs in candidates.items() for docid, score in docs}
+  bad = [(key, s) for key, s in scores.items() if not s >= 0 or s == float("inf")]
+  if bad:
+    (qid, docid), score = bad[0]
+    raise ValueError(f"the model reads each candidate's BM25 score, but the candidates run has "
+                     f"{len(bad)} score(s) that are not finite numbers >= 0 (query {qid!r}, "
+                     f"document {docid!r}: {score!r}); give a BM25 run with its scores "
+                     "(t5rank retrieve), or --no-bm25-in-input")
+  return scores
 
 
 def bucket_lengths(max_length: int, step: int = BUCKET_STEP) -> list[int]:
@@ -366,6 +389,7 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
   candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
                                 sources=sources)
   pairs, passages = candidate_passages(candidates, corpus, options)
+  first_stage = first_stage_scores(candidates) if options.bm25_in_input else None
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
   sharding = data_sharding()
@@ -375,6 +399,9 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
               "batch_tokens": batch_tokens}
   for irrelevant in ("aggregation", "skip_missing", "tag"):  # they only shape the merged run
     settings.pop(irrelevant)
+  if first_stage is not None:  # the scores are part of the inputs
+    settings["first_stage_sha256"] = hashlib.sha256(
+        json.dumps(sorted((*key, s) for key, s in first_stage.items())).encode()).hexdigest()
   _open_shard_directory(directory, {"fingerprint": fingerprint(pairs, queries, passages, settings),
                                     "num_shards": num_shards, "num_pairs": len(pairs)})
 
@@ -390,7 +417,7 @@ def score_candidates(params, *, config, vocab: Vocabulary, target_ids: tuple[int
   device_params = replicate(params, sharding)
 
   def prepare(k: int) -> tuple[int, list[Batch]]:
-    ids = encode_shard(vocab, shard_pairs[k], queries, passages, options.max_length)
+    ids = encode_shard(vocab, shard_pairs[k], queries, passages, options.max_length, first_stage)
     return k, bucket_batches(ids, batch_tokens=batch_tokens,
                              max_length=options.max_length, row_multiple=row_multiple)
 
@@ -429,6 +456,15 @@ def parse_targets(text: str) -> str | tuple[str, str]:
     positive, negative = text.split(",", 1)
     return positive, negative
   return text
+
+
+def checkpoint_bm25_in_input(path: str) -> bool:
+  """Whether a t5rank checkpoint was trained with the BM25 score in its input (metadata.json
+  `bm25_in_input`); False for other formats."""
+  from t5rank.checkpoints import native
+
+  return native.is_native_checkpoint(path) and bool(
+      native.read_metadata(path).get("bm25_in_input", False))
 
 
 def checkpoint_vocabulary(path: str
@@ -505,6 +541,10 @@ def add_parser(subparsers) -> None:
                  "model (default: the one the checkpoint's metadata.json names, else T5's)")
   p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
                  "(default: the checkpoint's metadata.json `target_words`, else true_false)")
+  p.add_argument("--bm25-in-input", action=argparse.BooleanOptionalAction, default=None,
+                 help="write each candidate's score from --run (a BM25 run) into the input, "
+                 "`Query: q BM25: 12 Document: d Relevant:` (default: as the checkpoint's "
+                 "metadata.json says; see t5rank.bm25_input)")
   p.add_argument("--dtype", choices=("float32", "bfloat16"), help="activation dtype override")
   p.add_argument("--distributed", action="store_true",
                  help="call jax.distributed.initialize() first (one process per host)")
@@ -524,7 +564,12 @@ def run(args: argparse.Namespace) -> int:
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     candidates = check_candidates(read_run(args.run), queries, corpus,
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
-  except (InputFormatError, MissingIdsError) as e:
+    bm25_in_input = args.bm25_in_input
+    if bm25_in_input is None:
+      bm25_in_input = checkpoint_bm25_in_input(args.checkpoint)
+    if bm25_in_input:
+      first_stage_scores(candidates)
+  except (InputFormatError, MissingIdsError, ValueError) as e:
     raise SystemExit(f"t5rank score: {e}") from None
   config, params, vocab, target_ids = load_reranker(
       args.checkpoint, config_name=args.config, vocab_path=args.vocab,
@@ -532,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
   options = ScoringOptions(
       aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
       max_length=args.max_length, batch_tokens=args.batch_tokens, shard_size=args.shard_size,
-      skip_missing=args.skip_missing, tag=args.tag)
+      skip_missing=args.skip_missing, tag=args.tag, bm25_in_input=bm25_in_input)
   try:
     reranked = score_candidates(
         params, config=config, vocab=vocab, target_ids=target_ids,

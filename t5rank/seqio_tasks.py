@@ -26,16 +26,26 @@ from t5rank.vocab import DEFAULT_VOCABULARY, TargetSpec, Vocabulary
 TRIPLE_SIGNATURE = {"query": tf.TensorSpec((), tf.string),
                     "positive": tf.TensorSpec((), tf.string),
                     "negative": tf.TensorSpec((), tf.string)}
+SCORED_TRIPLE_SIGNATURE = {**TRIPLE_SIGNATURE,  # + the BM25 score of each pair (t5rank.bm25_input)
+                           "positive_score": tf.TensorSpec((), tf.float64),
+                           "negative_score": tf.TensorSpec((), tf.float64)}
 
 # The paper's six (Table 4) and mT5's yes/no.
 VARIANTS = ("true_false", "false_true", "hot_cold", "apple_orange", "hot_orange", "ab_de", "yes_no")
 _TARGET_WORDS: dict[str, TargetSpec] = {}  # task name -> the target words it was registered with
+_BM25_IN_INPUT: set[str] = set()  # tasks whose inputs carry the pair's BM25 score
 
 
 def task_target_words(task_name: str) -> Optional[TargetSpec]:
   """The target words (a registry name or a pair) a monoT5 task trains, None for other tasks.
   The trainer writes them into the final checkpoint, so that `t5rank score` uses the same words."""
   return _TARGET_WORDS.get(task_name)
+
+
+def task_bm25_in_input(task_name: str) -> bool:
+  """Whether a monoT5 task writes each pair's BM25 score into its inputs (`t5rank.bm25_input`). The
+  trainer records it in the final checkpoint, so that `t5rank score` reads the same input."""
+  return task_name in _BM25_IN_INPUT
 
 
 def task_vocabulary(task_name: str) -> Optional[Vocabulary]:
@@ -86,16 +96,17 @@ class TripleSource(seqio.DataSource):
   def triples(self, split: str, *, seed: int = 0, shuffle: bool = True, start: int = 0,
               num_epochs: Optional[int] = None, shard_index: int = 0,
               num_shards: int = 1) -> tf.data.Dataset:
-    """The triple stream from global position `start` (see `TripleTable.triples`) as a dataset."""
+    """The triple stream from global position `start` (see `TripleTable.triples`) as a dataset; a
+    scored table's triples also carry `positive_score` and `negative_score`."""
     table = self.table(split)
+    signature = SCORED_TRIPLE_SIGNATURE if table.scored else TRIPLE_SIGNATURE
 
     def generate():
-      for query, positive, negative in table.triples(
-          seed=seed, shuffle=shuffle, start=start, num_epochs=num_epochs,
-          shard_index=shard_index, num_shards=num_shards):
-        yield {"query": query, "positive": positive, "negative": negative}
+      for triple in table.triples(seed=seed, shuffle=shuffle, start=start, num_epochs=num_epochs,
+                                  shard_index=shard_index, num_shards=num_shards):
+        yield dict(zip(signature, triple))
 
-    return tf.data.Dataset.from_generator(generate, output_signature=TRIPLE_SIGNATURE)
+    return tf.data.Dataset.from_generator(generate, output_signature=signature)
 
   def get_dataset(self, split: str = "train", shuffle: bool = True, seed: Optional[int] = None,
                   shard_info: Optional[seqio.ShardInfo] = None, *,
@@ -108,16 +119,20 @@ class TripleSource(seqio.DataSource):
                         shard_index=shard.index, num_shards=shard.num_shards)
 
 
-def monot5_preprocessors(targets: TargetSpec) -> list[Callable[..., tf.data.Dataset]]:
-  """Triples -> balanced pairs -> monoT5 text -> ids, for a target-word variant."""
+def monot5_preprocessors(targets: TargetSpec, bm25_in_input: bool = False
+                         ) -> list[Callable[..., tf.data.Dataset]]:
+  """Triples -> balanced pairs -> monoT5 text -> ids, for a target-word variant (with each pair's
+  BM25 score in the input when `bm25_in_input`)."""
   return [preprocessors.split_triples,
-          functools.partial(preprocessors.format_monot5, targets=targets),
-          preprocessors.tokenize_monot5]
+          functools.partial(preprocessors.format_monot5, targets=targets,
+                            bm25_in_input=bm25_in_input),
+          functools.partial(preprocessors.tokenize_monot5, bm25_in_input=bm25_in_input)]
 
 
 def register_monot5_task(name: str, source: seqio.DataSource, targets: TargetSpec,
                          source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = (),
-                         vocabulary: str = DEFAULT_VOCABULARY) -> seqio.Task:
+                         vocabulary: str = DEFAULT_VOCABULARY,
+                         bm25_in_input: bool = False) -> seqio.Task:
   """Registers a monoT5 task on a triple source; `source_preprocessors` turn the source's rows into
   triples when they are not triples already (e.g. `query_records_to_triples` for TFDS InsuranceQA).
   `vocabulary` is a name of `t5rank.vocab.VOCABULARIES` or a SentencePiece model path; it is
@@ -125,24 +140,30 @@ def register_monot5_task(name: str, source: seqio.DataSource, targets: TargetSpe
 
   A `seqio.CacheDatasetPlaceholder` marks where the rows are triples: `training_dataset` shuffles
   and skips there. Tasks on a `TripleSource` shuffle triples inside the source; others must be
-  trained through `training_dataset` (`Task.get_dataset(shuffle=True)` refuses them)."""
+  trained through `training_dataset` (`Task.get_dataset(shuffle=True)` refuses them).
+  `bm25_in_input`: the source's triples carry BM25 scores (a scored `TripleTable`) and the inputs
+  write them (`t5rank.bm25_input`); the preprocessors refuse triples without them."""
   _TARGET_WORDS[name] = targets
+  if bm25_in_input:
+    _BM25_IN_INPUT.add(name)
   return seqio.TaskRegistry.add(
       name, source=source, output_features=preprocessors.output_features(vocabulary),
       preprocessors=[*source_preprocessors, seqio.CacheDatasetPlaceholder(),
-                     *monot5_preprocessors(targets)],
+                     *monot5_preprocessors(targets, bm25_in_input)],
       shuffle_buffer_size=None)
 
 
 def register_variants(dataset: str, source: seqio.DataSource,
                       source_preprocessors: Sequence[Callable[..., tf.data.Dataset]] = (),
                       variants: Sequence[str] = VARIANTS,
-                      vocabulary: str = DEFAULT_VOCABULARY) -> list[str]:
+                      vocabulary: str = DEFAULT_VOCABULARY,
+                      bm25_in_input: bool = False) -> list[str]:
   """`{dataset}_monot5_{variant}` for each target variant, on `vocabulary`; returns the names."""
   names = []
   for variant in variants:
     names.append(f"{dataset}_monot5_{variant}")
-    register_monot5_task(names[-1], source, variant, source_preprocessors, vocabulary)
+    register_monot5_task(names[-1], source, variant, source_preprocessors, vocabulary,
+                         bm25_in_input)
   return names
 
 
@@ -163,6 +184,8 @@ def register_data_poor(task_name: str, n: int, seeds: Sequence[int]) -> list[str
     names.append(data_poor_name(task_name, n, seed))
     if task_name in _TARGET_WORDS:
       _TARGET_WORDS[names[-1]] = _TARGET_WORDS[task_name]
+    if task_name in _BM25_IN_INPUT:
+      _BM25_IN_INPUT.add(names[-1])
     seqio.TaskRegistry.add(names[-1], source=task.source.with_data_poor(n, seed), output_features=task.output_features,
                            preprocessors=task.preprocessors, shuffle_buffer_size=None)
   return names

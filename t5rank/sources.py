@@ -35,49 +35,76 @@ from t5rank.readers import (InputFormatError, BadLine, split_columns, read_lines
 
 logger = logging.getLogger(__name__)
 
-Triple = tuple[str, str, str]
-
 
 @dataclasses.dataclass(frozen=True)
 class TripleTable:
   """Triples in index form: `positives[i] = (query index, document index)`, and row i's negatives
-  are `pool_docs[pool_starts[p]:pool_starts[p + 1]]` with `p = positive_pools[i]`."""
+  are `pool_docs[pool_starts[p]:pool_starts[p + 1]]` with `p = positive_pools[i]`. A scored table
+  also has each pair's first-stage (BM25) score: `positive_scores[i]` for row i's positive and
+  `pool_scores[j]` for the negative `pool_docs[j]` (see `t5rank.bm25_input`)."""
   queries: Sequence[str]
   documents: Sequence[str]
   positives: np.ndarray  # (P, 2) int64
   positive_pools: np.ndarray  # (P,) int64
   pool_starts: np.ndarray  # (K + 1,) int64
   pool_docs: np.ndarray  # (M,) int64
+  positive_scores: Optional[np.ndarray] = None  # (P,) float64
+  pool_scores: Optional[np.ndarray] = None  # (M,) float64
+
+  def __post_init__(self):
+    if (self.positive_scores is None) != (self.pool_scores is None):
+      raise ValueError("a scored table needs both positive_scores and pool_scores")
+    if self.scored and (len(self.positive_scores) != len(self.positives)
+                        or len(self.pool_scores) != len(self.pool_docs)):
+      raise ValueError(f"{len(self.positives)} positives and {len(self.pool_docs)} pool entries "
+                       f"but {len(self.positive_scores)} and {len(self.pool_scores)} scores")
+
+  @property
+  def scored(self) -> bool:
+    """Whether each pair carries its first-stage score."""
+    return self.positive_scores is not None
 
   def __len__(self) -> int:
     """Triples per epoch (= positive rows)."""
     return len(self.positives)
 
-  def epoch(self, epoch: int, seed: int, shuffle: bool = True) -> np.ndarray:
-    """(P, 3) indices (query, positive document, negative document) of one epoch; the order (when
+  def epoch_entries(self, epoch: int, seed: int, shuffle: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(positive rows, pool entries of their negatives) of one epoch, both (P,); the order (when
     `shuffle`) and the negatives are drawn from `seed` and `epoch` only."""
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(self)) if shuffle else np.arange(len(self))
     pools = self.positive_pools[order]
     starts = self.pool_starts[pools]
     picks = rng.integers(0, self.pool_starts[pools + 1] - starts)
+    return order, starts + picks
+
+  def epoch(self, epoch: int, seed: int, shuffle: bool = True) -> np.ndarray:
+    """(P, 3) indices (query, positive document, negative document) of one epoch (see
+    `epoch_entries`)."""
+    order, entries = self.epoch_entries(epoch, seed, shuffle)
     return np.stack([self.positives[order, 0], self.positives[order, 1],
-                     self.pool_docs[starts + picks]], axis=1)  # (P, 3)
+                     self.pool_docs[entries]], axis=1)  # (P, 3)
 
   def triples(self, *, seed: int = 0, shuffle: bool = True, start: int = 0,
               num_epochs: Optional[int] = None, shard_index: int = 0,
-              num_shards: int = 1) -> Iterator[Triple]:
+              num_shards: int = 1) -> Iterator[tuple]:
     """Texts of the triple stream from global position `start` on (epoch after epoch, `None` =
-    forever); a shard gets the positions `i` with `i % num_shards == shard_index`."""
+    forever); a shard gets the positions `i` with `i % num_shards == shard_index`. A scored table
+    yields (query, positive, negative, positive score, negative score)."""
     if not len(self):
       raise ValueError("the triple table is empty")
     position = start
     while num_epochs is None or position < num_epochs * len(self):
       epoch, offset = divmod(position, len(self))
-      rows = self.epoch(epoch, seed, shuffle)
+      order, entries = self.epoch_entries(epoch, seed, shuffle)
       first = offset + (shard_index - position) % num_shards
-      for q, p, n in rows[first::num_shards]:
-        yield self.queries[q], self.documents[p], self.documents[n]
+      for row, entry in zip(order[first::num_shards], entries[first::num_shards]):
+        q, p = self.positives[row]
+        triple = self.queries[q], self.documents[p], self.documents[self.pool_docs[entry]]
+        if self.scored:
+          triple += (float(self.positive_scores[row]), float(self.pool_scores[entry]))
+        yield triple
       position = (epoch + 1) * len(self)
 
   def subsample(self, n: int, seed: int) -> "TripleTable":
@@ -85,9 +112,14 @@ class TripleTable:
     each with one fixed negative from its pool), e.g. the paper's 1k + 1k."""
     if n > len(self):
       raise ValueError(f"cannot sample {n} positives from {len(self)}")
-    rows = self.epoch(0, seed)[:n]
-    return TripleTable(self.queries, self.documents, rows[:, :2].copy(), np.arange(n),
-                       np.arange(n + 1), rows[:, 2].copy())
+    order, entries = self.epoch_entries(0, seed)
+    order, entries = order[:n], entries[:n]
+    scores = {}
+    if self.scored:
+      scores = {"positive_scores": self.positive_scores[order],
+                "pool_scores": self.pool_scores[entries]}
+    return TripleTable(self.queries, self.documents, self.positives[order].copy(), np.arange(n),
+                       np.arange(n + 1), self.pool_docs[entries].copy(), **scores)
 
 
 class _Interner:

@@ -282,12 +282,13 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     import t5rank.tasks  # noqa: F401  (registers the tasks)
     from t5rank.training_data import training_dataset as dataset_fn
   config = model_config.replace(dropout_rate=dropout_rate)
-  from t5rank.seqio_tasks import task_target_words, task_vocabulary
+  from t5rank.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
   vocab, targets = task_vocabulary(task_name), task_target_words(task_name)
+  bm25_in_input = task_bm25_in_input(task_name)
   if vocab is not None:
     check_vocabulary(vocab, config, task_name)
     if eval_fn is not None:
-      check_eval(eval_fn, vocab, targets, task_name)
+      check_eval(eval_fn, vocab, targets, task_name, bm25_in_input)
   if term_matching_heads and init_checkpoint is not None:
     raise ValueError("term_matching_heads initializes random weights; it cannot be combined with "
                      f"init_checkpoint={init_checkpoint!r} (set one of them)")
@@ -353,6 +354,8 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     manager.close()
     writer.flush()
   extra = {} if targets is None else {"target_words": targets}  # `t5rank score` uses the same words
+  if bm25_in_input:
+    extra["bm25_in_input"] = True  # ... and writes the candidates' BM25 scores into the inputs
   _export_final(os.path.join(model_dir, "final"), state["params"], config,
                 dict(run, step=step, **extra), vocab)
   return scalars
@@ -369,9 +372,10 @@ def check_vocabulary(vocab: Vocabulary, config: T5Config, task_name: str) -> Non
 
 
 def check_eval(eval_fn: Callable, vocab: Vocabulary, targets: Optional[TargetSpec],
-               task_name: str) -> None:
+               task_name: str, bm25_in_input: bool = False) -> None:
   """Raises ValueError when `eval_fn` is a `RerankEval` that tokenizes with another vocabulary than
-  the task's, or scores other target words than the task's `targets` (when known)."""
+  the task's, scores other target words than the task's `targets` (when known), or reads inputs
+  with(out) the BM25 score when the task's are without (with) it."""
   from t5rank.rerank_eval import RerankEval
   from t5rank.vocab import VOCABULARIES, resolve_target_words
 
@@ -386,6 +390,11 @@ def check_eval(eval_fn: Callable, vocab: Vocabulary, targets: Optional[TargetSpe
     raise ValueError(f"the evaluation scores target ids {eval_fn.target_ids} but task {task_name} "
                      f"trains the words {targets!r}; set RerankEval's targets to the task's (gin: "
                      f"rerank_eval.RerankEval.targets = {targets!r})")
+  if eval_fn.bm25_in_input != bm25_in_input:
+    raise ValueError(f"task {task_name} {'writes' if bm25_in_input else 'does not write'} the BM25 "
+                     "score into its inputs but the evaluation "
+                     f"{'does' if eval_fn.bm25_in_input else 'does not'}; set (gin) "
+                     f"rerank_eval.RerankEval.bm25_in_input = {bm25_in_input}")
 
 
 def _export_final(directory: str, params, config: T5Config, metadata: dict,

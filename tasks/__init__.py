@@ -10,7 +10,9 @@ with the vocabulary `insuranceqa_en_8k` (`t5rank.vocab.VOCABULARIES`).
   insuranceqa_{en,zh}_monot5_{variant}          InsuranceQA v2 (insuranceqa-data), train/validation/test
   insuranceqa_en_8k_monot5_{variant}            the English one on the insuranceqa_en_8k vocabulary
   insuranceqa_en_8k_pseudo_monot5_true_false    the same, its train split 30% pseudo-queries
-                                                (`t5rank.pseudo_queries`): the from-scratch recipe
+                                                (`t5rank.pseudo_queries`)
+  insuranceqa_en_8k_pseudo_bm25_monot5_true_false the same with each pair's BM25 score in the input
+                                                (`t5rank.bm25_input`): the from-scratch CPU recipe
   msmarco_passage_monot5_{variant}              triples.train.small.tsv
   msmarco_passage_qidpid_monot5_{variant}       qidpidtriples + queries.tsv + collection.tsv
   generic_monot5_{variant}                      queries + corpus + qrels + candidate run
@@ -46,6 +48,10 @@ register_variants("insuranceqa_en_8k", TripleSource(
 register_variants("insuranceqa_en_8k_pseudo", TripleSource(
     functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries, language="en", fraction=0.3),
     _INSURANCEQA_SPLITS), vocabulary="insuranceqa_en_8k", variants=("true_false",))
+register_variants("insuranceqa_en_8k_pseudo_bm25", TripleSource(
+    functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries_scored, language="en",
+                      fraction=0.3), _INSURANCEQA_SPLITS),
+    vocabulary="insuranceqa_en_8k", variants=("true_false",), bm25_in_input=True)
 register_variants("msmarco_passage", TripleSource(sources.msmarco_passage_triples, ["train"]))
 register_variants("msmarco_passage_qidpid", TripleSource(sources.msmarco_passage_qidpid, ["train"]))
 register_variants("generic", TripleSource(sources.generic_triples, ["train"]))

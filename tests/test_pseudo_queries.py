@@ -70,3 +70,18 @@ def test_mix_tables_keeps_every_row_and_shares_documents():
   both = mix_tables(real, other)
   assert both.documents == DOCS + ["d0", "d1"]
   assert list(itertools.islice(both.triples(seed=0, shuffle=False), 4))[3] == ("x", "d1", "d0")
+
+
+def test_hard_negatives_are_bm25s_best_other_documents():
+  from t5rank import bm25_input
+
+  table = pseudo_query_table(DOCS, 100, seed=5, hard_negatives=2)
+  random_table = pseudo_query_table(DOCS, 100, seed=5)
+  assert table.queries == random_table.queries  # the same pseudo-queries, other negatives
+  index = bm25_input.build_index(DOCS)
+  for query, (_, doc), negative in zip(table.queries, table.positives, table.pool_docs):
+    scores = bm25_input.query_scores(index, query)
+    others = [d for d in np.argsort(-scores, kind="stable") if d != doc and scores[d] > 0]
+    assert negative != doc
+    if others:  # one of the two best-scoring others (ties at the boundary count as best)
+      assert scores[negative] >= scores[others[min(1, len(others) - 1)]] > 0

@@ -30,6 +30,8 @@ def test_import_registers_every_dataset_and_variant():
       load_vocabulary("insuranceqa_en_8k").path
   assert seqio_tasks.task_target_words("insuranceqa_en_8k_pseudo_monot5_true_false") == "true_false"
   assert "msmarco_passage_monot5_true_false_10k_s0" in names
+  assert seqio_tasks.task_bm25_in_input("insuranceqa_en_8k_pseudo_bm25_monot5_true_false")
+  assert not seqio_tasks.task_bm25_in_input("insuranceqa_en_8k_pseudo_monot5_true_false")
   assert t5rank.tasks.__file__.endswith("tasks/__init__.py")
 
 
@@ -45,6 +47,25 @@ def test_insuranceqa_8k_tasks_tokenize_with_their_vocabulary():
   assert tokens[0, :4].tolist() == vocab.encode("Query:") == [5135, 3224, 2282, 160]
   assert vocab.decode(tokens[0]).startswith("Query: ")
   assert vocab.decode(tokens[1]).endswith(" Relevant:")
+
+
+def test_bm25_task_writes_each_pairs_score_into_the_same_inputs():
+  from t5rank.inputs import format_input
+
+  name, plain = "insuranceqa_en_8k_pseudo_bm25_monot5_true_false", "insuranceqa_en_8k_monot5_true_false"
+  lengths = {"inputs": 512, "targets": 2}
+  scored = _batches(name, 2, feature_lengths=lengths)
+  unscored = _batches(plain, 2, feature_lengths=lengths)
+  table = seqio.get_mixture_or_task(name).source.table("validation")
+  triples = list(itertools.islice(table.triples(seed=3), 4))  # the two batches' triples, in order
+  vocab = seqio_tasks.task_vocabulary(name)
+  texts = [vocab.decode([t for t in row if t]) for b in scored for row in b["encoder_input_tokens"]]
+  plain_texts = [vocab.decode([t for t in row if t]) for b in unscored
+                 for row in b["encoder_input_tokens"]]
+  for i, (query, positive, negative, s_pos, s_neg) in enumerate(triples):
+    for j, (document, score) in enumerate(((positive, s_pos), (negative, s_neg))):
+      assert texts[2 * i + j] == vocab.decode(vocab.encode(format_input(query, document, score)))
+      assert texts[2 * i + j].replace(f" BM25: {round(score)}", "") == plain_texts[2 * i + j]
 
 
 def _batches(name, n, **kwargs):
