@@ -7,7 +7,9 @@ Scores the pools (relevant answers + 200 retrieved negatives) of the first N val
 the model of MODEL_DIR (`final/` if training finished, else its latest checkpoint) through
 `t5rank.rerank_eval.RerankEval`, and prints MRR@10, MRR and P@1 of the model and of BM25 (from the
 run file) on the same queries. The pairs are tokenized with `--vocabulary`, by default the one
-`final/` carries, else T5's (give it for a run that has not finished on another vocabulary).
+`final/` carries, else T5's (give it for a run that has not finished on another vocabulary); each
+input carries the pair's BM25 score when `final/`'s metadata says `bm25_in_input` (or with
+`--bm25_in_input`).
 """
 
 from __future__ import annotations
@@ -44,17 +46,21 @@ def main() -> None:
   parser.add_argument("--bm25_run", default="/tmp/t5rank_iqa_validation_en/pool_bm25.run")
   parser.add_argument("--vocabulary", help="a vocabulary name (t5, insuranceqa_en_8k) or a "
                       "SentencePiece file (default: the one final/ carries, else t5)")
+  parser.add_argument("--bm25_in_input", action="store_true",
+                      help="write each pair's BM25 score into the input (default: as final/ says)")
   args = parser.parse_args()
 
   from t5rank.readers import read_run
   from t5rank.rerank_eval import RerankEval, ranking_metrics
-  from t5rank.scoring import checkpoint_vocabulary
+  from t5rank.scoring import checkpoint_bm25_in_input, checkpoint_vocabulary
 
   config, params = load_params(args.model_dir)
   stored, _ = checkpoint_vocabulary(os.path.join(args.model_dir, "final"))
   vocabulary = args.vocabulary or (stored.path if stored else "t5")
+  bm25_in_input = args.bm25_in_input or checkpoint_bm25_in_input(
+      os.path.join(args.model_dir, "final"))
   evaluator = RerankEval("validation", args.num_queries, max_length=args.max_length,
-                         vocabulary=vocabulary)
+                         vocabulary=vocabulary, bm25_in_input=bm25_in_input)
   start = time.perf_counter()
   model = evaluator(params, config)
   seconds = time.perf_counter() - start

@@ -1,6 +1,7 @@
 """The main job: InsuranceQA v2 end to end -- BM25, fine-tuning, monoT5 reranking, evaluation.
 
     test split (English) ─► BM25 over each query's answer pool (k1 0.9, b 0.4), top DEPTH
+       (by default 1000, i.e. the whole pool of ~200 answers)
     ─► model: WORKDIR/model/final when it was trained by the same gin recipe, else `t5rank train`'s
        code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run)
     ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
@@ -36,7 +37,11 @@ from t5rank import retrieval
 from t5rank.readers import atomic_write
 
 DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
-DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_cpu.gin"
+DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
+# BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the
+# candidate set InsuranceQA defines) and monoT5 reranks all of it; with a depth of 100, a quarter of
+# the test queries keep no relevant answer at all.
+DEFAULT_DEPTH = 1000
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
 SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
 TUNE_QUERIES = 200
@@ -180,7 +185,7 @@ def plot_comparison(report: dict, path: str, title: str) -> None:
 # ------------------------------------------------------------------------------------ the job
 
 
-def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
+def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPTH,
                     num_queries: Optional[int] = None,
                     gin_files: Sequence[str] = (DEFAULT_GIN_FILE,),
                     gin_bindings: Sequence[str] = (), retrain: bool = False,
@@ -219,7 +224,9 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
   bm25 = retrieval.retrieve(index, queries, k=depth, candidates=pool)
   write_run(paths["bm25.run"], bm25, tag="bm25")
   pairs = sum(map(len, bm25.values()))
-  _done("bm25", start, timings, f"{pairs} candidates")
+  whole = all(len(bm25.get(qid, ())) == len(pool[qid]) for qid in queries)
+  candidates = "each query's whole pool" if whole else f"BM25's top {depth}"
+  _done("bm25", start, timings, f"{pairs} candidates ({candidates})")
 
   start = _stage("model")
   model_dir = os.path.join(workdir, "model")
@@ -235,7 +242,7 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
               "options": ScoringOptions(window=0, max_length=max_length, tag="monot5",
                                         bm25_in_input=bool(metadata.get("bm25_in_input"))),
               "trained_now": trained, "progress": progress}
-  start = _stage(f"rerank: monoT5 on BM25's top {depth} ({pairs} pairs)")
+  start = _stage(f"rerank: monoT5 on {candidates} ({pairs} pairs)")
   monot5, reused = _rerank(reranker, queries, corpus, bm25, paths["bm25.run"], paths["monot5.run"])
   _done("reuse run" if reused else "rerank", start, timings,
         f"{paths['monot5.run']}, scored by the same model" if reused else
@@ -266,7 +273,8 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
 
   results = {
       "dataset": "InsuranceQA v2, test split, English (answer pools)",
-      "queries": len(queries), "depth": depth, "bm25": {"k1": BM25_K1, "b": BM25_B},
+      "queries": len(queries), "depth": depth, "candidates": candidates,
+      "bm25": {"k1": BM25_K1, "b": BM25_B},
       "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
                 "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
                 "max_length": max_length,
@@ -280,8 +288,9 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = 100,
                 "chart": paths["results.png"], "qrels": data["qrels.txt"]},
   }
   plot_comparison(report, paths["results.png"],
-                  f"InsuranceQA v2 test, {len(queries)} queries: BM25 top {depth} reranked by "
-                  f"monoT5 ({config.num_parameters / 1e6:.1f}M, step {metadata.get('step')}),\n"
+                  f"InsuranceQA v2 test, {len(queries)} queries: {candidates} (BM25) reranked by "
+                  f"monoT5 ({config.num_parameters / 1e6:.1f}M, step {metadata.get('step')}"
+                  f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}),\n"
                   f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation); "
                   "p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:

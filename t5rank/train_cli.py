@@ -69,7 +69,7 @@ def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str]
     gin.add_config_file_search_path(path)
   if not gin_files:
     raise SystemExit("t5rank train: give at least one --gin_file (e.g. "
-                     "gin/experiments/tiny_insuranceqa_cpu.gin)")
+                     "gin/experiments/tiny_insuranceqa_bm25_cpu.gin)")
   gin.parse_config_files_and_bindings(gin_files, bindings)
 
 

@@ -66,6 +66,10 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   assert saved["queries"] == QUERIES and saved["depth"] == DEPTH
   assert saved["model"]["trained_now"] and saved["model"]["step"] == 2
   assert saved["model"]["max_length"] == 64
+  assert saved["candidates"] == f"BM25's top {DEPTH}"
+  # the default recipe's model reads each candidate's BM25 score, and says so in its checkpoint
+  assert saved["model"]["bm25_in_input"] is True
+  assert scoring.checkpoint_bm25_in_input(os.path.join(workdir, "model", "final"))
   runs = saved["evaluation"]["runs"]
   assert [r["name"] for r in runs] == ["BM25", "BM25+monoT5", "BM25+monoT5 hybrid"]
   weight = saved["hybrid"]["weight"]

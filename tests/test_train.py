@@ -158,6 +158,11 @@ def test_a_vocabulary_the_model_or_the_evaluation_does_not_match_is_refused(tmp_
                                  eval_every=1, eval_fn=RerankEval(num_queries=1, max_length=32,
                                                                   targets="hot_cold",
                                                                   vocabulary="insuranceqa_en_8k")))
+  plain_eval = RerankEval(num_queries=1, max_length=32, vocabulary="insuranceqa_en_8k")
+  with pytest.raises(ValueError, match="rerank_eval.RerankEval.bm25_in_input = True"):
+    train_lib.train(**run_kwargs(str(model_dir), model_config=config, eval_every=1,
+                                 task_name="insuranceqa_en_8k_pseudo_bm25_monot5_true_false",
+                                 eval_fn=plain_eval))
   assert not model_dir.exists()  # refused before anything was written
 
 
