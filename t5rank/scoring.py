@@ -11,8 +11,8 @@ Scores are `t5rank.score.monot5_score`'s log P(positive word). A document's scor
 windows (MaxP by default); each query's documents are sorted by score, descending, ties broken by
 docid, ascending. A model trained with the BM25 score in its input (`t5rank.bm25_input`; its
 metadata.json says `bm25_in_input`) reads each candidate's score from the candidates run, which must
-then be a BM25 run with scores (`t5rank retrieve`'s). Shards live in `OUT.shards/` until the run is written; rerunning the same command
-after an interruption scores only the shards that are missing. On several hosts (`--distributed`),
+then be a BM25 run with scores (`t5rank retrieve`'s). Shards live in `OUT.shards/` until the run is
+written; rerunning the same command after an interruption scores only the shards that are missing. On several hosts (`--distributed`),
 host i scores shards i, i + n, ... into the same (shared) directory and host 0 writes the run.
 """
 
