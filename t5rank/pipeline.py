@@ -174,9 +174,9 @@ def plot_comparison(report: dict, path: str, title: str) -> None:
   labels = [m + "".join(f"\np={r['vs_baseline'][m]['p_bonferroni']:.2g}" for r in runs[1:])
             for m in metrics]
   ax.set_xticks(x, labels)
-  ax.set_ylim(0, min(1.0, 1.15 * max(r["mean"][m] for r in runs for m in metrics) + 0.05))
+  ax.set_ylim(0, min(1.0, 1.3 * max(r["mean"][m] for r in runs for m in metrics) + 0.05))
   ax.set_title(title, fontsize=10)
-  ax.legend()
+  ax.legend(loc="upper left", ncols=len(runs), fontsize=9)
   fig.tight_layout()
   with atomic_write(path, "wb") as f:
     fig.savefig(f, format="png")
@@ -288,8 +288,9 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
                 "chart": paths["results.png"], "qrels": data["qrels.txt"]},
   }
   plot_comparison(report, paths["results.png"],
-                  f"InsuranceQA v2 test, {len(queries)} queries: {candidates} (BM25) reranked by "
-                  f"monoT5 ({config.num_parameters / 1e6:.1f}M, step {metadata.get('step')}"
+                  f"InsuranceQA v2 test, {len(queries)} queries: {candidates} (BM25)\n"
+                  f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
+                  f"{metadata.get('step')}"
                   f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}),\n"
                   f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation); "
                   "p Bonferroni-corrected")
