@@ -61,7 +61,7 @@ class RerankEval:
     self.qids = sorted(records, key=int)[:num_queries]
     self.pools: list[list[str]] = []  # answer ids, in candidate order
     queries, documents, self.relevant, self.pool_sizes = [], [], [], []
-    scores, index, position = [], None, {}
+    scores = []
     if bm25_in_input:
       from t5rank import bm25_input
 
@@ -76,10 +76,10 @@ class RerankEval:
       documents += [answers[aid][language] for aid in pool]
       self.relevant.append(np.isin(pool, record["answers"]))
       self.pool_sizes.append(len(pool))
-      if index is not None:
+      if bm25_in_input:
         all_scores = bm25_input.query_scores(index, record[language])
         scores.extend(all_scores[[position[aid] for aid in pool]])
-    self.ids = encode_pairs(vocab, queries, documents, max_length, scores if index else None)
+    self.ids = encode_pairs(vocab, queries, documents, max_length, scores if bm25_in_input else None)
 
   def batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
     """(row indices, padded ids (ROWS, L)) in order of length; the last batch is padded with rows of

@@ -79,13 +79,6 @@ class TripleTable:
     picks = rng.integers(0, self.pool_starts[pools + 1] - starts)
     return order, starts + picks
 
-  def epoch(self, epoch: int, seed: int, shuffle: bool = True) -> np.ndarray:
-    """(P, 3) indices (query, positive document, negative document) of one epoch (see
-    `epoch_entries`)."""
-    order, entries = self.epoch_entries(epoch, seed, shuffle)
-    return np.stack([self.positives[order, 0], self.positives[order, 1],
-                     self.pool_docs[entries]], axis=1)  # (P, 3)
-
   def triples(self, *, seed: int = 0, shuffle: bool = True, start: int = 0,
               num_epochs: Optional[int] = None, shard_index: int = 0,
               num_shards: int = 1) -> Iterator[tuple]:
