@@ -63,3 +63,23 @@ def score_table(table: TripleTable, language: str = "en") -> TripleTable:
       pool_scores[entries] = scores[table.pool_docs[entries]]
   return TripleTable(table.queries, table.documents, table.positives, table.positive_pools,
                      table.pool_starts, table.pool_docs, positive_scores, pool_scores)
+
+
+def top_of_pools(table: TripleTable, depth: int) -> TripleTable:
+  """A scored `table` whose pools keep only their `depth` highest-scored entries (ties: the earlier
+  entry), the hard negatives of the first stage; pools of at most `depth` entries are kept whole.
+  Positives, documents and scores are shared with `table`."""
+  if not table.scored:
+    raise ValueError("top_of_pools needs a scored table (score_table)")
+  if depth < 1:
+    raise ValueError(f"depth must be at least 1, got {depth}")
+  keep = []
+  for pool in range(len(table.pool_starts) - 1):
+    start, end = table.pool_starts[pool], table.pool_starts[pool + 1]
+    order = np.argsort(-table.pool_scores[start:end], kind="stable")[:depth]
+    keep.append(start + np.sort(order))
+  entries = np.concatenate(keep) if keep else np.zeros(0, np.int64)
+  starts = np.zeros(len(keep) + 1, np.int64)
+  starts[1:] = np.cumsum([len(k) for k in keep])
+  return TripleTable(table.queries, table.documents, table.positives, table.positive_pools, starts,
+                     table.pool_docs[entries], table.positive_scores, table.pool_scores[entries])

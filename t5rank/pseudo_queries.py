@@ -172,9 +172,16 @@ def insuranceqa_with_pseudo_queries(split: str, language: str = "en", fraction: 
 @functools.lru_cache(maxsize=8)
 def insuranceqa_with_pseudo_queries_scored(split: str, language: str = "en",
                                            fraction: float = 0.3, seed: int = 0,
-                                           hard_negatives: int = 0) -> TripleTable:
-  """`insuranceqa_with_pseudo_queries` with every pair's BM25 score (`t5rank.bm25_input`)."""
+                                           hard_negatives: int = 0,
+                                           pool_depth: int = 0) -> TripleTable:
+  """`insuranceqa_with_pseudo_queries` with every pair's BM25 score (`t5rank.bm25_input`). With
+  `pool_depth` > 0 the train split holds every row twice, once against its whole pool and once
+  against the `pool_depth` answers of its pool that BM25 scores highest
+  (`bm25_input.top_of_pools`), so that half of the negatives are the first stage's hard ones."""
   from t5rank import bm25_input
 
-  return bm25_input.score_table(
+  table = bm25_input.score_table(
       insuranceqa_with_pseudo_queries(split, language, fraction, seed, hard_negatives), language)
+  if split != "train" or pool_depth <= 0:
+    return table
+  return mix_tables(table, bm25_input.top_of_pools(table, pool_depth))

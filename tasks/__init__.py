@@ -13,6 +13,8 @@ with the vocabulary `insuranceqa_en_8k` (`t5rank.vocab.VOCABULARIES`).
                                                 (`t5rank.pseudo_queries`)
   insuranceqa_en_8k_pseudo_bm25_monot5_true_false the same with each pair's BM25 score in the input
                                                 (`t5rank.bm25_input`): the from-scratch CPU recipe
+  insuranceqa_en_8k_pseudo_bm25_top20_monot5_true_false  the same, half of the train negatives among
+                                                the 20 answers of each pool BM25 scores highest
   msmarco_passage_monot5_{variant}              triples.train.small.tsv
   msmarco_passage_qidpid_monot5_{variant}       qidpidtriples + queries.tsv + collection.tsv
   generic_monot5_{variant}                      queries + corpus + qrels + candidate run
@@ -51,6 +53,10 @@ register_variants("insuranceqa_en_8k_pseudo", TripleSource(
 register_variants("insuranceqa_en_8k_pseudo_bm25", TripleSource(
     functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries_scored, language="en",
                       fraction=0.3), _INSURANCEQA_SPLITS),
+    vocabulary="insuranceqa_en_8k", variants=("true_false",), bm25_in_input=True)
+register_variants("insuranceqa_en_8k_pseudo_bm25_top20", TripleSource(
+    functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries_scored, language="en",
+                      fraction=0.3, pool_depth=20), _INSURANCEQA_SPLITS),
     vocabulary="insuranceqa_en_8k", variants=("true_false",), bm25_in_input=True)
 register_variants("msmarco_passage", TripleSource(sources.msmarco_passage_triples, ["train"]))
 register_variants("msmarco_passage_qidpid", TripleSource(sources.msmarco_passage_qidpid, ["train"]))

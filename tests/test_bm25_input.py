@@ -109,6 +109,21 @@ def test_scores_survive_subsampling_and_mixing():
                 scored.pool_docs, positive_scores=scored.positive_scores)
 
 
+def test_top_of_pools_keeps_each_pools_highest_bm25_answers():
+  # Query 0's pool {doc 1, doc 2} scores (dog cat: > 0, bird: 0); query 1's pool is {doc 0}.
+  scored = bm25_input.score_table(table())
+  top = bm25_input.top_of_pools(scored, 1)
+  assert top.pool_starts.tolist() == [0, 1, 2] and top.pool_docs.tolist() == [1, 0]
+  np.testing.assert_allclose(top.pool_scores, [bm25_by_hand("car dog", "dog cat"), 0.0], rtol=1e-6)
+  assert {t[2] for t in top.triples(num_epochs=5) if t[0] == "car dog"} == {"dog cat"}
+  whole = bm25_input.top_of_pools(scored, 2)  # no pool is longer: the table itself
+  assert whole.pool_docs.tolist() == scored.pool_docs.tolist()
+  with pytest.raises(ValueError, match="scored table"):
+    bm25_input.top_of_pools(table(), 1)
+  with pytest.raises(ValueError, match="at least 1"):
+    bm25_input.top_of_pools(scored, 0)
+
+
 @pytest.mark.parametrize("max_length", [512, 22])
 def test_preprocessors_with_scores_match_encode_pairs(max_length):
   pairs = [("what is a deductible?", "The amount you pay before the insurer pays. " * 6, 12.5),

@@ -85,3 +85,32 @@ def test_hard_negatives_are_bm25s_best_other_documents():
     assert negative != doc
     if others:  # one of the two best-scoring others (ties at the boundary count as best)
       assert scores[negative] >= scores[others[min(1, len(others) - 1)]] > 0
+
+
+def test_pool_depth_adds_each_real_row_against_bm25s_best_of_its_pool(monkeypatch):
+  from t5rank import bm25_input, pseudo_queries, sources
+
+  # One real row: "insurance claim", relevant doc 0, pool {1, 2, 3}; BM25 ranks doc 2 (the only one
+  # with "claim") first in the pool.
+  real = TripleTable(["insurance claim"], DOCS, np.asarray([[0, 0]]), np.asarray([0]),
+                     np.asarray([0, 3]), np.asarray([1, 2, 3]))
+  monkeypatch.setattr(sources, "insuranceqa", lambda split, language="en": real)
+  pseudo_queries.insuranceqa_with_pseudo_queries.cache_clear()
+  pseudo_queries.insuranceqa_with_pseudo_queries_scored.cache_clear()
+  try:
+    plain = pseudo_queries.insuranceqa_with_pseudo_queries_scored("train", fraction=0.5)
+    deep = pseudo_queries.insuranceqa_with_pseudo_queries_scored("train", fraction=0.5,
+                                                                 pool_depth=1)
+    held_out = pseudo_queries.insuranceqa_with_pseudo_queries_scored("validation", pool_depth=1)
+  finally:
+    pseudo_queries.insuranceqa_with_pseudo_queries.cache_clear()
+    pseudo_queries.insuranceqa_with_pseudo_queries_scored.cache_clear()
+  assert len(plain) == 2 and len(deep) == 4  # (real + 1 pseudo-query) twice
+  assert held_out.pool_docs.tolist() == [1, 2, 3]  # only the train split is changed
+  scores = bm25_input.query_scores(bm25_input.build_index(DOCS), "insurance claim")
+  assert scores[2] > max(scores[1], scores[3])
+  real_negatives = collections.Counter(t[2] for t in deep.triples(num_epochs=40, seed=1)
+                                       if t[0] == "insurance claim")
+  # the whole pool's draws cover all three; the top-1 copy adds doc 2 every epoch
+  assert set(real_negatives) == {DOCS[1], DOCS[2], DOCS[3]}
+  assert real_negatives[DOCS[2]] > real_negatives[DOCS[1]] + real_negatives[DOCS[3]]
