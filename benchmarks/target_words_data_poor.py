@@ -18,7 +18,8 @@ rather than the paper's 1e-3 for a pretrained model, and no pseudo-queries are m
   .venv/bin/python benchmarks/target_words_data_poor.py --sizes 1000,10000       # the whole table
 
 Each finished run is appended to WORKDIR/results.jsonl (its checkpoints deleted, `final/` kept);
-running the command again skips finished runs and resumes an interrupted one from its checkpoint.
+running the command again skips finished runs and resumes an interrupted one from its checkpoint;
+`--table-only` tabulates the runs finished so far (the number of trials is in each cell).
 Extra `--gin.NAME=VALUE` flags change the recipe as in `t5rank train`.
 """
 
@@ -184,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--learning_rate", type=float, default=1e-2)
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--workdir", default=os.path.join("runs", "target_words_data_poor"))
+  parser.add_argument("--table-only", action="store_true",
+                      help="train nothing: tabulate and plot the runs finished so far")
   args, extra = parser.parse_known_args(argv)
 
   from t5rank.train_cli import gin_bindings
@@ -200,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   results = read_results(results_path)
   runs = [(n, v, t) for n in sizes for t in range(args.trials) for v in variants]
   for i, (n, v, t) in enumerate(runs, 1):
-    if (n, v, t) in results:
+    if (n, v, t) in results or args.table_only:
       continue
     model_dir = os.path.join(args.workdir, f"n{n}", v, f"s{t}")
     print(f"== run {i}/{len(runs)}: {2 * n} examples, {v}, trial {t} -> {model_dir}", flush=True)
