@@ -37,7 +37,9 @@ Kinds of input (`--lengths`):
   long512   the same 4-answer documents whole (`--window 0`), so nearly every input is cut to 512.
 
 Threads: `--threads N` pins this process to N of its cores before JAX or torch start, so XLA's
-thread pool and torch's (`torch.set_num_threads(N)`) run on the same N cores.
+thread pool and torch's (`torch.set_num_threads(N)`) run on the same N cores. t5rank then splits its
+batches over one CPU device per core, as `t5rank score` does by default (`--cpu-devices`, see
+`t5rank.scoring.use_cpu_devices`; `--cpu-devices 1` measures a single device using all N cores).
 
 FLOPs per pair (a multiply-add counts 2), for an input of L real tokens, d = d_model,
 h = num_heads x d_kv, f = d_ff, m = 2 matrices in the feed-forward (3 when gated):
@@ -431,6 +433,7 @@ def report(rows: list[dict], *, command: str, cores: list[int], peak: dict, load
            elapsed: float) -> str:
   """The BENCHMARKS.md section for `rows`."""
   from benchmarks.score_speed import machine
+  import jax
   import torch
   import transformers
 
@@ -439,7 +442,7 @@ def report(rows: list[dict], *, command: str, cores: list[int], peak: dict, load
       f"- Date: {datetime.date.today().isoformat()}",
       f"- Machine: {machine()}; torch {torch.__version__}, transformers {transformers.__version__}",
       f"- Threads: {len(cores)} (cores {cores}; XLA pinned to them, torch.set_num_threads"
-      f"({len(cores)}))",
+      f"({len(cores)})); t5rank's batches split over {jax.local_device_count()} CPU device(s)",
       f"- Load average (1 min): {loads[0]:.1f} at the start, {loads[1]:.1f} at the end",
       f"- Matmul peak ({PEAK_SIZE}^2 float32, best of 5): jnp.dot {peak['jax'] / 1e9:.1f} GFLOP/s, "
       f"torch.matmul {peak['torch'] / 1e9:.1f} GFLOP/s",
@@ -490,6 +493,8 @@ def main() -> None:
                       "repeatable (default: 1000,10000,100000)")
   parser.add_argument("--lengths", default=",".join(KINDS), help=f"kinds of input, from {KINDS}")
   parser.add_argument("--threads", type=int, help="cores to use (default: all of this process's)")
+  parser.add_argument("--cpu-devices", type=int,
+                      help="t5rank's CPU devices (default: one per core, as t5rank score)")
   parser.add_argument("--reference-batch", type=int, default=REFERENCE_BATCH,
                       help="pairs per reference batch (pygaggle's default: 8)")
   parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
@@ -497,6 +502,7 @@ def main() -> None:
   parser.add_argument("--write", action="store_true", help="put the section into BENCHMARKS.md")
   args = parser.parse_args()
   cores = use_cores(args.threads)
+  scoring.use_cpu_devices(args.cpu_devices)
   try:
     import torch
     import transformers

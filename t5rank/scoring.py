@@ -204,6 +204,35 @@ def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_lengt
 # ---------------------------------------------------------------------------------------------------
 # Device work.
 
+def cpu_cores() -> int:
+  """The cores this process may run on."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def use_cpu_devices(count: Optional[int] = None) -> int:
+  """Makes JAX's CPU backend `count` devices (default: one per core of `cpu_cores`); returns the
+  count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
+  `count` concurrent computations, one per core, instead of one computation whose small matrix
+  products XLA spreads thinly over all cores: 1.4 to 1.9x the pairs/s on 2 cores (BENCHMARKS.md,
+  "Speed against the PyTorch reference"), the same scores. GPUs and TPUs are unaffected (their devices
+  are not the CPU backend's). Takes effect only before JAX starts its backends; later it logs a
+  warning and changes nothing."""
+  import jax
+
+  count = cpu_cores() if count is None else count
+  if count < 1:
+    raise ValueError(f"the number of CPU devices must be >= 1, got {count}")
+  try:
+    jax.config.update("jax_num_cpu_devices", count)
+  except RuntimeError:  # the backends already exist
+    current = jax.local_device_count("cpu")
+    if current != count:
+      logger.warning("JAX has started with %d CPU device(s); %d asked for are not used", current,
+                     count)
+    return current
+  return count
+
+
 def data_sharding(devices: Optional[Sequence] = None):
   """A NamedSharding that splits the batch axis over a 1-D 'data' mesh of `devices` (default: this
   host's devices)."""
@@ -215,10 +244,10 @@ def data_sharding(devices: Optional[Sequence] = None):
 
 
 def default_batch_tokens(sharding) -> int:
-  """Padded tokens per batch: 4096 on CPU (small, cache-sized batches were fastest there; see
-  BENCHMARKS.md), 16384 per device on GPU and TPU."""
+  """Padded tokens per batch: 2048 per CPU device (small, cache-sized batches were fastest there;
+  see BENCHMARKS.md), 16384 per device on GPU and TPU."""
   if sharding.mesh.devices.flat[0].platform == "cpu":
-    return 4096
+    return 2048 * sharding.mesh.size
   return 16384 * sharding.mesh.size
 
 
@@ -529,8 +558,12 @@ def add_parser(subparsers) -> None:
   p.add_argument("--language", default="en", help="language code for the sentence splitter")
   p.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, help="input tokens, at most")
   p.add_argument("--batch-tokens", type=int,
-                 help="padded tokens per batch, over all local devices (default: 4096 on CPU, "
-                 "16384 per device on GPU/TPU)")
+                 help="padded tokens per batch, over all local devices (default: 2048 per CPU "
+                 "device, 16384 per device on GPU/TPU)")
+  p.add_argument("--cpu-devices", type=int,
+                 help="on a CPU: the devices each batch is split over, each computing its share on "
+                 "its own (default: one per core this process may use; 1 gives one device using all "
+                 "cores). No effect on GPU/TPU")
   p.add_argument("--shard-size", type=int, default=ScoringOptions.shard_size,
                  help="passages per output shard (the unit of resumption)")
   p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")
@@ -558,6 +591,9 @@ def run(args: argparse.Namespace) -> int:
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   logging.getLogger("t5rank").setLevel(logging.INFO)
+  if args.cpu_devices is not None and args.cpu_devices < 1:
+    raise SystemExit(f"t5rank score: --cpu-devices must be >= 1, got {args.cpu_devices}")
+  use_cpu_devices(args.cpu_devices)
   if args.distributed:
     jax.distributed.initialize()
   try:  # bad input fails before the checkpoint is loaded

@@ -333,7 +333,8 @@ def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
   command = [sys.executable, "-c", CLI_SCRIPT, "score", "--checkpoint", str(tmp_path / "ckpt"),
              "--queries", str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.jsonl"),
              "--run", str(tmp_path / "cand.tsv"), "--output", output, "--max-length", "64",
-             "--batch-tokens", "512", "--per-passage-output", passages, "--tag", "mono"]
+             "--batch-tokens", "512", "--per-passage-output", passages, "--tag", "mono",
+             "--cpu-devices", "3"]  # each batch split over 3 CPU devices
   done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
                         text=True, timeout=300)
   assert done.returncode == 0, done.stderr
@@ -357,6 +358,17 @@ def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
       assert dict(run[qid])[docid] == float(log_p)
   assert sum(r[5] == "1" for r in rows) == 6  # one winner per document
 
+  one_device = str(tmp_path / "one_device.tsv")  # the same scores from one device using all cores
+  command[command.index("--cpu-devices") + 1] = "1"
+  command[command.index("--per-passage-output") + 1] = one_device
+  command[command.index("--output") + 1] = str(tmp_path / "one_device.run")
+  done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                        text=True, timeout=300)
+  assert done.returncode == 0, done.stderr
+  single = [line.rstrip("\n").split("\t") for line in open(one_device)]
+  assert [r[:3] for r in single] == [r[:3] for r in rows]
+  np.testing.assert_allclose([float(r[3]) for r in single], [float(r[3]) for r in rows], atol=1e-5)
+
   (tmp_path / "bad.tsv").write_text("1\tlong\n1\tnowhere\n")
   command[command.index("--run") + 1] = str(tmp_path / "bad.tsv")
   done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
@@ -364,3 +376,27 @@ def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
   assert done.returncode == 1
   assert "1 candidate(s) name unknown ids: 1 document id(s) missing from" in done.stderr
   assert "'nowhere'. Pass --skip-missing to skip them." in done.stderr
+
+
+USE_CPU_DEVICES = textwrap.dedent("""
+    import logging, sys
+    logging.basicConfig()
+    from t5rank.scoring import use_cpu_devices
+    try:
+      use_cpu_devices(0)
+    except ValueError as e:
+      print("refused:", e)
+    print("set", use_cpu_devices(3))
+    import jax
+    print("devices", jax.local_device_count(), jax.devices()[0].platform)
+    print("later", use_cpu_devices(2))  # the backend exists: nothing changes
+""")
+
+
+def test_use_cpu_devices_before_and_after_jax_starts():
+  done = subprocess.run([sys.executable, "-c", USE_CPU_DEVICES], capture_output=True, text=True,
+                        env=dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"), timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.splitlines() == [
+      "refused: the number of CPU devices must be >= 1, got 0", "set 3", "devices 3 cpu", "later 3"]
+  assert "JAX has started with 3 CPU device(s); 2 asked for are not used" in done.stderr

@@ -1,0 +1,130 @@
+"""`t5rank score` on a CPU with one device per core against one device using all cores.
+
+    .venv/bin/python benchmarks/cpu_devices.py            # about 4 minutes on the 2-core VM
+    .venv/bin/python benchmarks/cpu_devices.py --devices 1,2 --models tiny --pairs 2000
+
+JAX's CPU backend is one device by default, and XLA spreads each computation's matrix products over
+all cores. `t5rank score` instead makes one CPU device per core (`t5rank.scoring.use_cpu_devices`)
+and splits each batch over them. The device count is fixed when JAX starts, so each count runs in a
+child process of this script, on the same pairs (InsuranceQA v2 test questions with their pools, as
+`benchmarks/reference_speed.py` builds them: `short` answers whole, `windows` MaxP windows of
+4-answer documents), the same random float32 weights (fixed seed) and `t5rank score`'s device loop
+(`bucket_batches` with the default token budget for that device count, `score_batches`), every shape
+compiled first and not timed; each count is timed twice, best kept. Prints a Markdown table with the
+speedup over the first count and the largest |log P(true)| difference from it (must be < 1e-4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+TOLERANCE = 1e-4
+
+
+def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, int],
+          directory: str) -> None:
+  """Scores every (model, kind) with `devices` CPU devices; prints one JSON line per case and saves
+  the log P(true) to `directory`."""
+  from t5rank import scoring
+
+  scoring.use_cpu_devices(devices)
+  import jax
+
+  from benchmarks.reference_speed import insuranceqa_pairs, random_params, t5rank_batches
+  from t5rank.config import get_config
+  from t5rank.vocab import load_vocabulary, resolve_target_words
+
+  assert jax.local_device_count() == devices, jax.devices()
+  vocab = load_vocabulary()
+  target_ids = resolve_target_words(vocab, "true_false")
+  sharding = scoring.data_sharding()
+  for name in models:
+    config = get_config(name, dropout_rate=0.0)
+    params = scoring.replicate(random_params(config), sharding)
+    for kind in kinds:
+      queries, chosen, passages, options = insuranceqa_pairs(kind, pairs[name])
+      ids = [np.asarray(x, np.int32) for x in
+             scoring.encode_shard(vocab, chosen, queries, passages, options.max_length)]
+      batches = t5rank_batches(ids, options)
+      run = lambda bs: scoring.score_batches(params, bs, len(ids), config=config,
+                                             target_ids=target_ids, sharding=sharding)
+      start = time.perf_counter()
+      run(list({b.tokens.shape: b for b in batches}.values()))
+      compile_s = time.perf_counter() - start
+      seconds = []
+      for _ in range(2):
+        start = time.perf_counter()
+        log_p, _ = run(batches)
+        seconds.append(time.perf_counter() - start)
+      np.save(os.path.join(directory, f"{devices}-{name}-{kind}.npy"), log_p)
+      print(json.dumps({"devices": devices, "model": name, "kind": kind, "pairs": len(ids),
+                        "pairs_s": len(ids) / min(seconds), "compile_s": compile_s,
+                        "batch_tokens": scoring.default_batch_tokens(sharding)}), flush=True)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--devices", default=None,
+                      help="CPU device counts to compare, the first is the baseline "
+                      "(default: 1 and the number of cores)")
+  parser.add_argument("--models", default="tiny,t5_small")
+  parser.add_argument("--kinds", default="short,windows")
+  parser.add_argument("--pairs", default="tiny=2000,t5_small=150",
+                      help="pairs per model, model=N,...")
+  parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+  parser.add_argument("--dir", help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  models, kinds = args.models.split(","), args.kinds.split(",")
+  pairs = {m: int(n) for m, n in (entry.split("=") for entry in args.pairs.split(","))}
+  if args.child:
+    child(args.child, models, kinds, pairs, args.dir)
+    return
+  from t5rank.scoring import cpu_cores
+
+  counts = [int(c) for c in (args.devices or f"1,{cpu_cores()}").split(",")]
+  rows = {}
+  with tempfile.TemporaryDirectory() as directory:
+    for count in counts:
+      out = subprocess.run(
+          [sys.executable, os.path.abspath(__file__), "--child", str(count), "--dir", directory,
+           "--models", args.models, "--kinds", args.kinds, "--pairs", args.pairs],
+          stdout=subprocess.PIPE, text=True, check=True).stdout
+      for line in out.splitlines():
+        if line.startswith("{"):
+          row = json.loads(line)
+          rows[count, row["model"], row["kind"]] = row
+          print(row, flush=True)
+    print(f"\n{cpu_cores()} cores, os.getloadavg() {os.getloadavg()[0]:.1f}\n")
+    print("| model | inputs | pairs | " + " | ".join(f"{c} device(s) pairs/s" for c in counts)
+          + " | speedup | max abs diff log P |")
+    print("| --- " * (5 + len(counts)) + "|")
+    failed = False
+    for model in models:
+      for kind in kinds:
+        base = np.load(os.path.join(directory, f"{counts[0]}-{model}-{kind}.npy"))
+        diff = max(float(np.max(np.abs(np.load(os.path.join(directory, f"{c}-{model}-{kind}.npy"))
+                                       - base))) for c in counts)
+        failed |= not diff <= TOLERANCE
+        rates = [rows[c, model, kind]["pairs_s"] for c in counts]
+        print(f"| {model} | {kind} | {rows[counts[0], model, kind]['pairs']} | "
+              + " | ".join(f"{r:.1f}" for r in rates)
+              + f" | {rates[-1] / rates[0]:.2f}x | {diff:.1e} |")
+  if failed:
+    raise SystemExit(f"FAILED: scores differ by more than {TOLERANCE} between device counts")
+
+
+if __name__ == "__main__":
+  main()
