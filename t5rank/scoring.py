@@ -213,9 +213,9 @@ def use_cpu_devices(count: Optional[int] = None) -> int:
   """Makes JAX's CPU backend `count` devices (default: one per core of `cpu_cores`); returns the
   count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
   `count` concurrent computations, one per core, instead of one computation whose small matrix
-  products XLA spreads thinly over all cores: 1.4 to 1.9x the pairs/s on 2 cores (BENCHMARKS.md,
-  "Speed against the PyTorch reference"), the same scores. GPUs and TPUs are unaffected (their devices
-  are not the CPU backend's). Takes effect only before JAX starts its backends; later it logs a
+  products XLA spreads thinly over all cores: 1.2 to 1.5x the pairs/s of the tiny model on 2 cores,
+  about the same for t5_small, the same scores (BENCHMARKS.md, "One CPU device per core"). GPUs and
+  TPUs are unaffected (their devices are not the CPU backend's). Takes effect only before JAX starts its backends; later it logs a
   warning and changes nothing."""
   import jax
 
