@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -42,7 +41,8 @@ def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, in
   scoring.use_cpu_devices(devices)
   import jax
 
-  from benchmarks.reference_speed import insuranceqa_pairs, random_params, t5rank_batches
+  from benchmarks.reference_speed import (Scorers, insuranceqa_pairs, random_params,
+                                          score_t5rank, t5rank_batches)
   from t5rank.config import get_config
   from t5rank.vocab import load_vocabulary, resolve_target_words
 
@@ -52,22 +52,16 @@ def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, in
   sharding = scoring.data_sharding()
   for name in models:
     config = get_config(name, dropout_rate=0.0)
-    params = scoring.replicate(random_params(config), sharding)
+    scorers = Scorers(config, scoring.replicate(random_params(config), sharding), vocab, target_ids,
+                      torch_model=None, load_s={})  # t5rank's side only
     for kind in kinds:
       queries, chosen, passages, options = insuranceqa_pairs(kind, pairs[name])
       ids = [np.asarray(x, np.int32) for x in
              scoring.encode_shard(vocab, chosen, queries, passages, options.max_length)]
       batches = t5rank_batches(ids, options)
-      run = lambda bs: scoring.score_batches(params, bs, len(ids), config=config,
-                                             target_ids=target_ids, sharding=sharding)
-      start = time.perf_counter()
-      run(list({b.tokens.shape: b for b in batches}.values()))
-      compile_s = time.perf_counter() - start
-      seconds = []
-      for _ in range(2):
-        start = time.perf_counter()
-        log_p, _ = run(batches)
-        seconds.append(time.perf_counter() - start)
+      (log_p, compile_s, first), (_, _, second) = (score_t5rank(scorers, batches, len(ids))
+                                                   for _ in range(2))
+      seconds = [first, second]
       np.save(os.path.join(directory, f"{devices}-{name}-{kind}.npy"), log_p)
       print(json.dumps({"devices": devices, "model": name, "kind": kind, "pairs": len(ids),
                         "pairs_s": len(ids) / min(seconds), "compile_s": compile_s,
