@@ -15,10 +15,10 @@ import argparse
 import os
 import time
 
-from t5rank.evaluation import evaluate
-from t5rank.insuranceqa import export_insuranceqa
-from t5rank.readers import read_corpus, read_qrels, read_queries, read_run, write_run
-from t5rank.retrieval import RM3, open_index, retrieve
+from t5rank.evaluation.metrics import evaluate
+from t5rank.data.insuranceqa import export_insuranceqa
+from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
+from t5rank.retrieval.bm25 import RM3, open_index, retrieve
 
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
 

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/cpu_devices.py --devices 1,2 --models tiny --pairs 2000
 
 JAX's CPU backend is one device by default, and XLA spreads each computation's matrix products over
-all cores. `t5rank score` instead makes one CPU device per core (`t5rank.scoring.use_cpu_devices`)
+all cores. `t5rank score` instead makes one CPU device per core (`t5rank.ranking.scorer.use_cpu_devices`)
 and splits each batch over them. The device count is fixed when JAX starts, so each count runs in a
 child process of this script, on the same pairs (InsuranceQA v2 test questions with their pools, as
 `benchmarks/reference_speed.py` builds them: `short` answers whole, `windows` MaxP windows of
@@ -36,36 +36,41 @@ def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, in
           directory: str) -> None:
   """Scores every (model, kind) with `devices` CPU devices; prints one JSON line per case and saves
   the log P(true) to `directory`."""
-  from t5rank import scoring
+  from t5rank.ranking.devices import (default_batch_tokens, place_params, scoring_mesh,
+                                      use_cpu_devices)
 
-  scoring.use_cpu_devices(devices)
+  use_cpu_devices(devices)
   import jax
 
-  from benchmarks.reference_speed import (Scorers, insuranceqa_pairs, random_params,
-                                          score_t5rank, t5rank_batches)
-  from t5rank.config import get_config
-  from t5rank.vocab import load_vocabulary, resolve_target_words
+  from benchmarks.reference_speed import (Scorers, insuranceqa_pairs, score_t5rank,
+                                          t5rank_batches)
+  from t5rank.models.config import get_config
+  from t5rank.models.monot5 import MonoT5
+  from t5rank.models.vocab import load_vocabulary, resolve_target_words
+  from t5rank.testing import random_params
 
   assert jax.local_device_count() == devices, jax.devices()
   vocab = load_vocabulary()
   target_ids = resolve_target_words(vocab, "true_false")
-  sharding = scoring.data_sharding()
+  mesh = scoring_mesh()
   for name in models:
     config = get_config(name, dropout_rate=0.0)
-    scorers = Scorers(config, scoring.replicate(random_params(config), sharding), vocab, target_ids,
-                      torch_model=None, load_s={})  # t5rank's side only
+    reranker = MonoT5(config, vocab, target_ids)
+    scorers = Scorers(reranker, place_params(random_params(config), reranker.param_axes(), mesh),
+                      mesh, torch_model=None, load_s={})  # t5rank's side only
     for kind in kinds:
       queries, chosen, passages, options = insuranceqa_pairs(kind, pairs[name])
       ids = [np.asarray(x, np.int32) for x in
-             scoring.encode_shard(vocab, chosen, queries, passages, options.max_length)]
-      batches = t5rank_batches(ids, options)
+             reranker.encode([queries[p.qid] for p in chosen],
+                             [passages[p.docid][p.window] for p in chosen])]
+      batches = t5rank_batches(scorers, ids, options)
       (log_p, compile_s, first), (_, _, second) = (score_t5rank(scorers, batches, len(ids))
                                                    for _ in range(2))
       seconds = [first, second]
       np.save(os.path.join(directory, f"{devices}-{name}-{kind}.npy"), log_p)
       print(json.dumps({"devices": devices, "model": name, "kind": kind, "pairs": len(ids),
                         "pairs_s": len(ids) / min(seconds), "compile_s": compile_s,
-                        "batch_tokens": scoring.default_batch_tokens(sharding)}), flush=True)
+                        "batch_tokens": default_batch_tokens(mesh)}), flush=True)
 
 
 def main() -> None:
@@ -86,7 +91,7 @@ def main() -> None:
   if args.child:
     child(args.child, models, kinds, pairs, args.dir)
     return
-  from t5rank.scoring import cpu_cores
+  from t5rank.ranking.scorer import cpu_cores
 
   counts = [int(c) for c in (args.devices or f"1,{cpu_cores()}").split(",")]
   rows = {}

@@ -19,7 +19,7 @@ Face export and loaded from that directory by both sides, as `t5rank score --che
 each kind of input and each number of pairs, the script
 - builds the InsuranceQA v2 test pairs (each question with its pool of ~200 candidate answers, the
   questions in id order, until there are enough pairs) and turns them into ids once, with
-  `t5rank.scoring` (`candidate_passages`, `encode_shard`); both scorers get exactly these ids;
+  `t5rank.ranking.scorer` (`candidate_passages`, `encode_shard`); both scorers get exactly these ids;
 - scores them with t5rank's device loop as `t5rank score` runs it (shards of 10,000 pairs,
   `bucket_batches`, `score_batches`), after compiling every shape once (compilation is timed apart);
 - scores them with the reference (after one untimed warm-up batch);
@@ -32,14 +32,14 @@ each kind of input and each number of pairs, the script
 Kinds of input (`--lengths`):
   short     the answers as they are (one passage per candidate, `--window 0`);
   windows   documents of 4 consecutive answers of the query's pool (the candidate and the next
-            three; ~760 tokens, the size of a Robust04 document) split by `t5rank.passages` into
+            three; ~760 tokens, the size of a Robust04 document) split by `t5rank.ranking.passages` into
             windows of 10 sentences every 5 (`t5rank score`'s MaxP defaults); a pair is one window;
   long512   the same 4-answer documents whole (`--window 0`), so nearly every input is cut to 512.
 
 Threads: `--threads N` pins this process to N of its cores before JAX or torch start, so XLA's
 thread pool and torch's (`torch.set_num_threads(N)`) run on the same N cores. t5rank then splits its
 batches over one CPU device per core, as `t5rank score` does by default (`--cpu-devices`, see
-`t5rank.scoring.use_cpu_devices`; `--cpu-devices 1` measures a single device using all N cores).
+`t5rank.ranking.scorer.use_cpu_devices`; `--cpu-devices 1` measures a single device using all N cores).
 
 FLOPs per pair (a multiply-add counts 2), for an input of L real tokens, d = d_model,
 h = num_heads x d_kv, f = d_ff, m = 2 matrices in the feed-forward (3 when gated):
@@ -71,11 +71,16 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
 
-from t5rank import scoring  # noqa: E402
-from t5rank.config import T5Config, get_config  # noqa: E402
-from t5rank.inputs import DEFAULT_MAX_LENGTH, format_input  # noqa: E402
-from t5rank.readers import Document  # noqa: E402
-from t5rank.vocab import Vocabulary  # noqa: E402
+from t5rank.models.monot5 import MonoT5  # noqa: E402
+from t5rank.models.reranker import Batch  # noqa: E402
+from t5rank.ranking.devices import use_cpu_devices  # noqa: E402
+from t5rank.ranking import candidates as scoring_candidates  # noqa: E402
+from t5rank.ranking.candidates import Pair  # noqa: E402
+from t5rank.ranking.scorer import ScoringOptions, score_batches  # noqa: E402
+from t5rank.models.config import T5Config, get_config  # noqa: E402
+from t5rank.models.inputs import DEFAULT_MAX_LENGTH, format_input  # noqa: E402
+from t5rank.data.readers import Document  # noqa: E402
+from t5rank.testing import random_params  # noqa: E402
 
 SECTION = "## Speed against the PyTorch reference"
 TOLERANCE = 1e-4  # largest allowed |log P(true) difference| between t5rank and the reference
@@ -93,36 +98,15 @@ class AgreementError(AssertionError):
 # ---------------------------------------------------------------------------------------------------
 # Weights and the two scorers.
 
-def random_params(config: T5Config, seed: int = 0) -> dict:
-  """Random float32 parameters of `config`'s shapes, drawn with numpy from `seed` (no compilation):
-  kernels normal with t5rank's fan-in scales (the attention query's divided by d_kv), embeddings
-  unit normal; layer-norm scales 1 + N(0, 0.2) and relative position biases N(0, 1), away from their
-  initial values as in scripts/make_hf_goldens.py, so that every tensor shapes the scores."""
-  from t5rank.checkpoints.layout import param_shapes, unflatten
-
-  rng = np.random.default_rng(seed)
-  params = {}
-  for name, shape in param_shapes(config).items():
-    *_, module, leaf = name.split("/")
-    if leaf == "scale":
-      values = 1.0 + rng.normal(0, 0.2, shape)
-    elif leaf in ("embedding", "rel_embedding"):
-      values = rng.normal(0, 1.0, shape)
-    else:  # a (fan_in, fan_out) kernel
-      scale = 1.0 / config.d_kv if module == "query" else 1.0
-      values = rng.normal(0, np.sqrt(scale / shape[0]), shape)
-    params[name] = values.astype(np.float32)
-  return unflatten(params)
 
 
 @dataclasses.dataclass
 class Scorers:
-  """Both scorers loaded from one Hugging Face directory: t5rank's (config, params on the devices,
-  vocabulary, target ids as (positive, negative)) and the reference's torch model."""
-  config: T5Config
+  """Both scorers loaded from one Hugging Face directory: t5rank's (the `MonoT5` reranker, its
+  params placed on the scoring mesh, the mesh) and the reference's torch model."""
+  reranker: MonoT5
   params: dict
-  vocab: Vocabulary
-  target_ids: tuple[int, int]
+  mesh: object
   torch_model: "transformers.T5ForConditionalGeneration"
   load_s: dict[str, float]
 
@@ -134,14 +118,17 @@ def load_scorers(directory: str) -> Scorers:
   import transformers
 
   start = time.perf_counter()
-  config, params, vocab, target_ids = scoring.load_reranker(directory)
-  params = scoring.replicate(params, scoring.data_sharding())
+  from t5rank.ranking.devices import place_params, scoring_mesh
+
+  reranker, params = MonoT5.load(directory)
+  mesh = scoring_mesh()
+  params = place_params(params, reranker.param_axes(), mesh)
   t5rank_s = time.perf_counter() - start
   start = time.perf_counter()
   model = transformers.T5ForConditionalGeneration.from_pretrained(
       directory, dtype=torch.float32).eval()
   reference_s = time.perf_counter() - start
-  return Scorers(config, params, vocab, target_ids, model,
+  return Scorers(reranker, params, mesh, model,
                  {"t5rank": t5rank_s, "reference": reference_s})
 
 
@@ -158,31 +145,30 @@ def build_scorers(config: T5Config, directory: str, seed: int = 0) -> Scorers:
 # Pairs.
 
 def insuranceqa_pairs(kind: str, num_pairs: int) -> tuple[
-    dict[str, str], list[scoring.Pair], dict[str, list[str]], scoring.ScoringOptions]:
+    dict[str, str], list[Pair], dict[str, list[str]], ScoringOptions]:
   """(queries, pairs, passages, options): the first `num_pairs` inputs of `kind` (see the module
   docstring) from InsuranceQA v2 test questions, in id order, each with its whole pool (relevant
   answers and negatives, sorted by answer id) until there are enough; the last pool may be cut."""
-  from t5rank.sources import load_insuranceqa
+  from t5rank.data.insuranceqa import load_split
 
   if kind not in KINDS:
     raise ValueError(f"unknown kind of input {kind!r}; choose from {KINDS}")
-  records, answers = load_insuranceqa("test", "en")
-  options = scoring.ScoringOptions() if kind == "windows" else scoring.ScoringOptions(window=0)
-  clean = lambda text: " ".join(text.split())
+  data = load_split("test", "en")
+  options = ScoringOptions() if kind == "windows" else ScoringOptions(window=0)
   queries, pairs, passages = {}, [], {}
-  for qid in sorted(records, key=int):
+  for qid, pool in data.pools.items():
     if len(pairs) >= num_pairs:
       break
-    pool = sorted(set(records[qid]["answers"]) | set(records[qid]["negatives"]), key=int)
     if kind == "short":
-      corpus = {aid: Document(clean(answers[aid]["en"])) for aid in pool}
+      corpus = {aid: Document(data.answers[aid]) for aid in pool}
     else:
       corpus = {f"{qid}-{i}": Document(" ".join(
-          clean(answers[pool[(i + j) % len(pool)]]["en"]) for j in range(ANSWERS_PER_DOCUMENT)))
+          data.answers[pool[(i + j) % len(pool)]] for j in range(ANSWERS_PER_DOCUMENT)))
                 for i in range(len(pool))}
-    queries[qid] = clean(records[qid]["en"])
-    query_pairs, query_passages = scoring.candidate_passages(
-        {qid: [(docid, 0.0) for docid in corpus]}, corpus, options)
+    queries[qid] = data.queries[qid]
+    query_pairs, query_passages = scoring_candidates.candidate_passages(
+        {qid: [(docid, 0.0) for docid in corpus]}, corpus, window=options.window,
+        stride=options.stride, language=options.language)
     pairs += query_pairs
     passages.update(query_passages)
   if len(pairs) < num_pairs:
@@ -193,31 +179,31 @@ def insuranceqa_pairs(kind: str, num_pairs: int) -> tuple[
 # ---------------------------------------------------------------------------------------------------
 # The two scoring loops.
 
-def t5rank_batches(ids: Sequence[Sequence[int]], options: scoring.ScoringOptions
-                   ) -> list[scoring.Batch]:
-  """t5rank score's batches: `bucket_batches` of each shard of `options.shard_size` pairs, with the
-  default token budget; items index into `ids`."""
-  sharding = scoring.data_sharding()
-  batch_tokens = options.batch_tokens or scoring.default_batch_tokens(sharding)
+def t5rank_batches(scorers: Scorers, ids: Sequence[Sequence[int]], options: ScoringOptions
+                   ) -> list[Batch]:
+  """t5rank score's batches: the reranker's `batches` of each shard of `options.shard_size` pairs,
+  with the default token budget; items index into `ids`."""
+  from t5rank.ranking.devices import default_batch_tokens
+
+  batch_tokens = options.batch_tokens or default_batch_tokens(scorers.mesh)
   batches = []
   for first in range(0, len(ids), options.shard_size):
-    for batch in scoring.bucket_batches(ids[first:first + options.shard_size],
-                                        batch_tokens=batch_tokens, max_length=options.max_length,
-                                        row_multiple=sharding.mesh.size):
-      batches.append(scoring.Batch(batch.items + first, batch.tokens))
+    for batch in scorers.reranker.batches(ids[first:first + options.shard_size],
+                                          batch_tokens=batch_tokens,
+                                          row_multiple=scorers.mesh.shape["data"]):
+      batches.append(Batch(batch.items + first, batch.arrays))
   return batches
 
 
-def score_t5rank(scorers: Scorers, batches: Sequence[scoring.Batch], num_items: int,
+def score_t5rank(scorers: Scorers, batches: Sequence[Batch], num_items: int,
                  progress: bool = False) -> tuple[np.ndarray, float, float]:
   """(log P(positive) per item, compile seconds, scoring seconds): every shape of `batches` is run
   once first (compilation), then all batches are timed through `score_batches`."""
   from tqdm import tqdm
 
-  run = lambda batches, on_batch=None: scoring.score_batches(
-      scorers.params, batches, num_items, config=scorers.config, target_ids=scorers.target_ids,
-      sharding=scoring.data_sharding(), on_batch=on_batch)
-  shapes = {b.tokens.shape: b for b in batches}
+  run = lambda batches, on_batch=None: score_batches(
+      scorers.reranker, scorers.params, batches, num_items, mesh=scorers.mesh, on_batch=on_batch)
+  shapes = {b.arrays[0].shape: b for b in batches}
   start = time.perf_counter()
   run(list(shapes.values()))
   compile_s = time.perf_counter() - start
@@ -228,8 +214,8 @@ def score_t5rank(scorers: Scorers, batches: Sequence[scoring.Batch], num_items: 
   return log_p, compile_s, score_s
 
 
-def reference_batches(pairs: Sequence[scoring.Pair], ids: Sequence[Sequence[int]],
-                      batch_size: int = REFERENCE_BATCH) -> list[scoring.Batch]:
+def reference_batches(pairs: Sequence[Pair], ids: Sequence[Sequence[int]],
+                      batch_size: int = REFERENCE_BATCH) -> list[Batch]:
   """pygaggle's batches: each query's pairs in their given order, `batch_size` at a time, padded
   with 0 to the longest of the batch; items index into `ids`."""
   by_query: dict[str, list[int]] = {}
@@ -242,7 +228,7 @@ def reference_batches(pairs: Sequence[scoring.Pair], ids: Sequence[Sequence[int]
       tokens = np.zeros((len(chunk), max(len(ids[i]) for i in chunk)), np.int64)  # (B, L)
       for row, i in enumerate(chunk):
         tokens[row, :len(ids[i])] = ids[i]
-      batches.append(scoring.Batch(chunk, tokens))
+      batches.append(Batch(chunk, (tokens,)))
   return batches
 
 
@@ -260,31 +246,32 @@ def reference_log_p(model, tokens: np.ndarray, target_ids: tuple[int, int]) -> n
     return two[:, 1].numpy().astype(np.float32)
 
 
-def score_reference(scorers: Scorers, batches: Sequence[scoring.Batch], num_items: int,
+def score_reference(scorers: Scorers, batches: Sequence[Batch], num_items: int,
                     progress: bool = False) -> tuple[np.ndarray, float, float]:
   """(log P(true) per item, warm-up seconds, scoring seconds) of the reference over `batches`; the
   first batch is run once untimed first."""
   from tqdm import tqdm
 
   start = time.perf_counter()
-  reference_log_p(scorers.torch_model, batches[0].tokens, scorers.target_ids)
+  target_ids = scorers.reranker.target_ids
+  reference_log_p(scorers.torch_model, batches[0].arrays[0], target_ids)
   warm_s = time.perf_counter() - start
   log_p = np.full(num_items, np.nan, np.float32)
   with tqdm(total=num_items, unit="pair", desc="reference", disable=not progress) as bar:
     start = time.perf_counter()
     for batch in batches:
-      log_p[batch.items] = reference_log_p(scorers.torch_model, batch.tokens, scorers.target_ids)
+      log_p[batch.items] = reference_log_p(scorers.torch_model, batch.arrays[0], target_ids)
       bar.update(len(batch.items))
     score_s = time.perf_counter() - start
   return log_p, warm_s, score_s
 
 
-def pygaggle_tokenize(tokenizer, queries: dict[str, str], pairs: Sequence[scoring.Pair],
+def pygaggle_tokenize(tokenizer, queries: dict[str, str], pairs: Sequence[Pair],
                       passages: dict[str, list[str]], batch_size: int = REFERENCE_BATCH
                       ) -> list[list[int]]:
   """Ids of `pairs` as pygaggle's T5BatchTokenizer makes them (per query, `batch_size` at a time,
   padded to the longest, cut at 512), without the padding."""
-  by_query: dict[str, list[scoring.Pair]] = {}
+  by_query: dict[str, list[Pair]] = {}
   for pair in pairs:
     by_query.setdefault(pair.qid, []).append(pair)
   out = []
@@ -340,10 +327,10 @@ def matmul_peak(size: int = PEAK_SIZE, repeats: int = 5) -> dict[str, float]:
   return best
 
 
-def padding_fraction(batches: Sequence[scoring.Batch]) -> float:
+def padding_fraction(batches: Sequence[Batch]) -> float:
   """Fraction of padding ids in the batches' tokens."""
-  total = sum(b.tokens.size for b in batches)
-  return 1 - sum(int((b.tokens != 0).sum()) for b in batches) / total
+  total = sum(b.arrays[0].size for b in batches)
+  return 1 - sum(int((b.arrays[0] != 0).sum()) for b in batches) / total
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -355,9 +342,11 @@ def compare(scorers: Scorers, kind: str, num_pairs: int, *, tokenizer=None,
   their log P(true) differ by more than TOLERANCE. With a pygaggle `tokenizer`, the two tokenizers
   are timed too (on at most TOKENIZE_PAIRS pairs)."""
   queries, pairs, passages, options = insuranceqa_pairs(kind, num_pairs)
-  ids = scoring.encode_shard(scorers.vocab, pairs, queries, passages, options.max_length)
-  ids = [np.asarray(x, np.int32) for x in ids]  # 100k x 512 Python ints would take gigabytes
-  ours = t5rank_batches(ids, options)
+  reranker = scorers.reranker
+  encode = lambda chosen: reranker.encode([queries[p.qid] for p in chosen],
+                                          [passages[p.docid][p.window] for p in chosen])
+  ids = [np.asarray(x, np.int32) for x in encode(pairs)]  # 100k x 512 Python ints: gigabytes
+  ours = t5rank_batches(scorers, ids, options)
   theirs = reference_batches(pairs, ids, reference_batch)
   log_p, compile_s, t5rank_s = score_t5rank(scorers, ours, len(ids), progress)
   reference, warm_s, reference_s = score_reference(scorers, theirs, len(ids), progress)
@@ -369,12 +358,12 @@ def compare(scorers: Scorers, kind: str, num_pairs: int, *, tokenizer=None,
         f"log P(true) (tolerance {TOLERANCE}) at pair {pairs[worst]} ({len(ids[worst])} tokens): "
         f"{log_p[worst]!r} vs {reference[worst]!r}")
   lengths = np.fromiter(map(len, ids), np.int64, len(ids))
-  flops = sum(flops_per_pair(scorers.config, int(n)) for n in lengths)
+  flops = sum(flops_per_pair(reranker.config, int(n)) for n in lengths)
   row = {
       "kind": kind, "pairs": len(ids), "tokens": float(lengths.mean()),
-      "cut": float((lengths == options.max_length).mean()),
+      "cut": float((lengths == reranker.max_length).mean()),
       "t5rank": len(ids) / t5rank_s, "reference": len(ids) / reference_s,
-      "compile_s": compile_s, "shapes": len({b.tokens.shape for b in ours}),
+      "compile_s": compile_s, "shapes": len({b.arrays[0].shape for b in ours}),
       "warm_s": warm_s, "padding_t5rank": padding_fraction(ours),
       "padding_reference": padding_fraction(theirs),
       "max_diff": float(difference[worst]), "score_std": float(np.std(reference)),
@@ -384,7 +373,7 @@ def compare(scorers: Scorers, kind: str, num_pairs: int, *, tokenizer=None,
   if tokenizer is not None:
     k = min(len(pairs), TOKENIZE_PAIRS)
     start = time.perf_counter()
-    scoring.encode_shard(scorers.vocab, pairs[:k], queries, passages, options.max_length)
+    encode(pairs[:k])
     row["tokenize_t5rank"] = k / (time.perf_counter() - start)
     start = time.perf_counter()
     pygaggle_ids = pygaggle_tokenize(tokenizer, queries, pairs[:k], passages, reference_batch)
@@ -487,7 +476,7 @@ def report(rows: list[dict], *, command: str, cores: list[int], peak: dict, load
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--models", default="tiny,t5_small", help="model configs (t5rank.config)")
+  parser.add_argument("--models", default="tiny,t5_small", help="model configs (t5rank.models.config)")
   parser.add_argument("--pairs", action="append",
                       help="pair counts, N,N,... for every model or model=N,N,... for one; "
                       "repeatable (default: 1000,10000,100000)")
@@ -502,7 +491,7 @@ def main() -> None:
   parser.add_argument("--write", action="store_true", help="put the section into BENCHMARKS.md")
   args = parser.parse_args()
   cores = use_cores(args.threads)
-  scoring.use_cpu_devices(args.cpu_devices)
+  use_cpu_devices(args.cpu_devices)
   try:
     import torch
     import transformers
@@ -526,8 +515,8 @@ def main() -> None:
   for name in models:
     with tempfile.TemporaryDirectory() as directory:
       scorers = build_scorers(get_config(name, dropout_rate=0.0), directory, args.seed)
-      tokenizer = transformers.T5Tokenizer(vocab_file=scorers.vocab.path, legacy=True)
-      label = f"{name} ({scorers.config.num_parameters / 1e6:.1f}M)"
+      tokenizer = transformers.T5Tokenizer(vocab_file=scorers.reranker.vocab.path, legacy=True)
+      label = f"{name} ({scorers.reranker.config.num_parameters / 1e6:.1f}M)"
       for kind in kinds:
         for n in counts[name]:
           try:

@@ -5,7 +5,7 @@
 
 Scores the pools (relevant answers + 200 retrieved negatives) of the first N validation queries with
 the model of MODEL_DIR (`final/` if training finished, else its latest checkpoint) through
-`t5rank.rerank_eval.RerankEval`, and prints MRR@10, MRR and P@1 of the model and of BM25 (from the
+`t5rank.training.rerank_eval.RerankEval`, and prints MRR@10, MRR and P@1 of the model and of BM25 (from the
 run file) on the same queries. The pairs are tokenized with `--vocabulary`, by default the one
 `final/` carries, else T5's (give it for a run that has not finished on another vocabulary); each
 input carries the pair's BM25 score when `final/`'s metadata says `bm25_in_input` (or with
@@ -18,13 +18,12 @@ import argparse
 import os
 import time
 
-import numpy as np
 
 
 def load_params(model_dir: str):
   """(config, params) of `final/` or of the latest trainer checkpoint in `model_dir`."""
   from t5rank.checkpoints import load_checkpoint
-  from t5rank.config import T5Config
+  from t5rank.models.config import T5Config
 
   final = os.path.join(model_dir, "final")
   if os.path.isdir(final):
@@ -50,29 +49,37 @@ def main() -> None:
                       help="write each pair's BM25 score into the input (default: as final/ says)")
   args = parser.parse_args()
 
-  from t5rank.readers import read_run
-  from t5rank.rerank_eval import RerankEval, ranking_metrics
-  from t5rank.scoring import checkpoint_bm25_in_input, checkpoint_vocabulary
+  from t5rank.data.readers import read_run
+  from t5rank.evaluation.metrics import per_query
+  from t5rank.models.monot5 import MonoT5
+  from t5rank.training.rerank_eval import METRICS, RerankEval
 
   config, params = load_params(args.model_dir)
-  stored, _ = checkpoint_vocabulary(os.path.join(args.model_dir, "final"))
-  vocabulary = args.vocabulary or (stored.path if stored else "t5")
-  bm25_in_input = args.bm25_in_input or checkpoint_bm25_in_input(
-      os.path.join(args.model_dir, "final"))
+  final = os.path.join(args.model_dir, "final")
+  stored = MonoT5.load(final)[0] if os.path.isdir(final) else None
+  vocabulary = args.vocabulary or (stored.vocab.path if stored else "t5")
+  bm25_in_input = args.bm25_in_input or bool(stored and stored.bm25_in_input)
   evaluator = RerankEval("validation", args.num_queries, max_length=args.max_length,
                          vocabulary=vocabulary, bm25_in_input=bm25_in_input)
   start = time.perf_counter()
   model = evaluator(params, config)
   seconds = time.perf_counter() - start
   run = read_run(args.bm25_run)
-  bm25_scores = [np.array([dict(run[q]).get(a, -1e9) for a in pool])
-                 for q, pool in zip(evaluator.qids, evaluator.pools)]
-  bm25 = ranking_metrics(bm25_scores, evaluator.relevant)
-  print(f"{len(evaluator.qids)} queries, {len(evaluator.ids)} pairs scored in {seconds:.0f}s")
+  bm25_run = {qid: [(a, dict(run[qid]).get(a, -1e9)) for a, _ in docs]
+              for qid, docs in _pool_run(evaluator).items()}
+  values = per_query(evaluator.qrels, bm25_run, list(METRICS.values()))
+  bm25 = {name: float(values[metric].mean()) for name, metric in METRICS.items()}
+  print(f"{len(evaluator.qrels)} queries, {len(evaluator.pairs)} pairs scored in {seconds:.0f}s")
   print("| method | MRR@10 | MRR | P@1 |\n| --- | --- | --- | --- |")
   for name, m in (("BM25", bm25), (f"model ({args.model_dir})", model)):
     print(f"| {name} | {m['mrr@10']:.3f} | {m['mrr']:.3f} | {m['p@1']:.3f} |")
 
+
+def _pool_run(evaluator) -> dict[str, list[tuple[str, float]]]:
+  run: dict[str, list[tuple[str, float]]] = {}
+  for qid, aid in evaluator.pairs:
+    run.setdefault(qid, []).append((aid, 0.0))
+  return run
 
 if __name__ == "__main__":
   main()

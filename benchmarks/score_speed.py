@@ -5,8 +5,8 @@
 Pairs are InsuranceQA v2 test questions with their candidate answers (English), formatted and cut to
 512 tokens as `t5rank score` does. Weights are random (speed does not depend on them), float32.
 For each model config it measures, after compiling every shape once (compilation is not timed):
-- bucketed: `t5rank.scoring.bucket_batches` + `score_batches`, the device loop of `t5rank score`;
-- pipeline: `t5rank.scoring.score_candidates` end to end (tokenization in its background thread,
+- bucketed: the reranker's `batches` + `t5rank.ranking.scorer.score_batches`, the device loop of `t5rank score`;
+- pipeline: `t5rank.ranking.scorer.score_candidates` end to end (tokenization in its background thread,
   shards written and merged), on the same pairs;
 - one at a time: each pair alone, padded to its length bucket (the same few shapes, batch size 1).
 pairs/s, real (non-padding) tokens/s and the padding fraction of the device inputs are reported;
@@ -26,20 +26,20 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import jax  # noqa: E402
 
-from t5rank import scoring  # noqa: E402
-from t5rank.config import get_config  # noqa: E402
-from t5rank.network import init_params  # noqa: E402
-from t5rank.readers import Document  # noqa: E402
-from t5rank.score import score_step  # noqa: E402
-from t5rank.vocab import load_vocabulary, resolve_target_words  # noqa: E402
+from t5rank.data.readers import Document  # noqa: E402
+from t5rank.models.config import get_config  # noqa: E402
+from t5rank.models.monot5 import MonoT5  # noqa: E402
+from t5rank.models.vocab import load_vocabulary, resolve_target_words  # noqa: E402
+from t5rank.ranking import devices, scorer  # noqa: E402
+from t5rank.ranking.batching import bucket_batches  # noqa: E402
+from t5rank.ranking.candidates import candidate_passages  # noqa: E402
+from t5rank.testing import random_params  # noqa: E402
 
 SECTION = "## Scorer speed"
 
@@ -47,31 +47,26 @@ SECTION = "## Scorer speed"
 def insuranceqa_candidates(num_pairs: int) -> tuple[dict, dict, dict]:
   """(queries, corpus, candidates) of the first test questions with their ~200 candidates each,
   cut to `num_pairs` pairs, taking answers from many questions so that lengths vary."""
-  import insuranceqa_data
+  from t5rank.data.insuranceqa import clean, load_records
 
-  answers, test = insuranceqa_data.load_answers(), insuranceqa_data.load_test()
+  test, answers = load_records("test", "en")
   per_query = 16
   queries, candidates, corpus = {}, {}, {}
   for qid, item in test.items():
     if len(queries) * per_query >= num_pairs:
       break
-    queries[qid] = " ".join(item["en"].split())
+    queries[qid] = clean(item["en"])
     docids = (item["answers"] + item["negatives"])[:per_query]
     candidates[qid] = [(d, 0.0) for d in docids]
-    corpus.update({d: Document(answers[d]["en"].strip()) for d in docids})
+    corpus.update({d: Document(clean(answers[d]["en"])) for d in docids})
   return queries, corpus, candidates
 
 
-def random_params(config, seed: int = 0):
-  """Random float32 parameters of `config`'s shapes (shapes traced, values from numpy)."""
-  shapes = jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0))
-  rng = np.random.default_rng(seed)
-  return jax.tree.map(lambda s: rng.normal(0, 0.05, s.shape).astype(np.float32), shapes)
 
 
 def padding_fraction(batches) -> float:
-  total = sum(b.tokens.size for b in batches)
-  return 1 - sum(int((b.tokens != 0).sum()) for b in batches) / total
+  total = sum(b.arrays[0].size for b in batches)
+  return 1 - sum(int((b.arrays[0] != 0).sum()) for b in batches) / total
 
 
 def timed(fn) -> float:
@@ -85,41 +80,40 @@ def measure(name: str, num_pairs: int, single_pairs: int,
   """Rows of figures for the model config `name`."""
   config = get_config(name, dropout_rate=0.0)
   vocab = load_vocabulary()
-  targets = resolve_target_words(vocab, "true_false")
+  reranker = MonoT5(config, vocab, resolve_target_words(vocab, "true_false"))
   queries, corpus, candidates = insuranceqa_candidates(num_pairs)
-  sharding = scoring.data_sharding()
-  batch_tokens = batch_tokens or scoring.default_batch_tokens(sharding)
+  mesh = devices.scoring_mesh()
+  batch_tokens = batch_tokens or devices.default_batch_tokens(mesh)
+  rows = mesh.shape["data"]
   # Two shards, so that the pipeline tokenizes the second while the devices score the first.
-  options = scoring.ScoringOptions(window=0, batch_tokens=batch_tokens, shard_size=num_pairs // 2)
-  pairs, passages = scoring.candidate_passages(candidates, corpus, options)
-  tokenize_s = timed(lambda: scoring.encode_shard(vocab, pairs, queries, passages,
-                                                  options.max_length))
-  ids = scoring.encode_shard(vocab, pairs, queries, passages, options.max_length)
+  options = scorer.ScoringOptions(window=0, batch_tokens=batch_tokens, shard_size=num_pairs // 2)
+  pairs, passages = candidate_passages(candidates, corpus, window=0, stride=options.stride,
+                                       language="en")
+  encode = lambda: reranker.encode([queries[p.qid] for p in pairs],
+                                   [passages[p.docid][p.window] for p in pairs])
+  tokenize_s = timed(encode)
+  ids = encode()
   tokens = sum(map(len, ids))
-  params = scoring.replicate(random_params(config), sharding)
-  batches = scoring.bucket_batches(ids, batch_tokens=batch_tokens, max_length=options.max_length,
-                                   row_multiple=sharding.mesh.size)
+  raw_params = random_params(config, std=0.05)
+  params = devices.place_params(raw_params, reranker.param_axes(), mesh)
+  batches = reranker.batches(ids, batch_tokens=batch_tokens, row_multiple=rows)
   pipeline_batches = [b for k in range(0, len(ids), options.shard_size) for b in
-                      scoring.bucket_batches(ids[k:k + options.shard_size],
-                                             batch_tokens=batch_tokens,
-                                             max_length=options.max_length,
-                                             row_multiple=sharding.mesh.size)]
-  singles = scoring.bucket_batches(ids[:single_pairs], batch_tokens=1,
-                                   max_length=options.max_length)
-  run = functools.partial(scoring.score_batches, params, config=config, target_ids=targets,
-                          sharding=sharding)
-  every_shape = {b.tokens.shape: b for b in batches + pipeline_batches + singles}
+                      reranker.batches(ids[k:k + options.shard_size], batch_tokens=batch_tokens,
+                                       row_multiple=rows)]
+  singles = bucket_batches(ids[:single_pairs], batch_tokens=1, max_length=reranker.max_length)
+  run = functools.partial(scorer.score_batches, reranker, params, mesh=mesh)
+  every_shape = {b.arrays[0].shape: b for b in batches + pipeline_batches + singles}
   compile_s = timed(lambda: [run([b], len(ids)) for b in every_shape.values()])
   bucketed_s = timed(lambda: run(batches, len(ids)))
   single_s = timed(lambda: run(singles, len(ids)))
   single_tokens = sum(len(ids[i]) for b in singles for i in b.items)
   with tempfile.TemporaryDirectory() as tmp:
-    pipeline_s = timed(lambda: scoring.score_candidates(
-        params, config=config, vocab=vocab, target_ids=targets, queries=queries, corpus=corpus,
-        candidates=candidates, output=os.path.join(tmp, "run"), options=options, progress=False))
+    pipeline_s = timed(lambda: scorer.score_candidates(
+        reranker, raw_params, queries=queries, corpus=corpus, candidates=candidates,
+        output=os.path.join(tmp, "run"), options=options, progress=False))
   common = {"model": name, "params": f"{config.num_parameters / 1e6:.1f}M",
             "compile": f"{compile_s:.0f} s", "tokenize": len(ids) / tokenize_s}
-  shapes = len({b.tokens.shape for b in batches})
+  shapes = len({b.arrays[0].shape for b in batches})
   return [
       {**common, "mode": f"bucketed ({shapes} shapes, {batch_tokens} tokens)", "pairs": len(ids),
        "pairs/s": len(ids) / bucketed_s, "tokens/s": tokens / bucketed_s,

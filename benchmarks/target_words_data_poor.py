@@ -6,7 +6,7 @@ gin/experiments/tiny_insuranceqa_cpu.gin (its shape, vocabulary, term-matching h
 batch 32, Adafactor) for 3 epochs on the task `insuranceqa_en_8k_monot5_{variant}_{1k|10k}_s{trial}`
 (the trial is the seed of the sample, of the initialization and of the order), then reranks the
 pools of the first --eval_queries validation queries with that variant's own target words
-(`t5rank.rerank_eval.RerankEval`). Prints and writes the mean MRR@10 over trials with a 95%
+(`t5rank.training.rerank_eval.RerankEval`). Prints and writes the mean MRR@10 over trials with a 95%
 confidence interval (t distribution) per variant and size, as a Markdown table and a PNG.
 
 Not the paper's setting, and why: no pretrained T5 exists offline, so the models start from random
@@ -66,15 +66,12 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
 def random_order_mrr10(num_queries: int, split: str = "validation") -> float:
   """Expected MRR@10 of a uniformly random order of each pool (the first `num_queries` queries of
   the split, as RerankEval takes them): P(first relevant at rank k) = C(N-k, R-1) / C(N, R)."""
-  import insuranceqa_data
+  from t5rank.data.insuranceqa import load_split
 
-  from t5rank.sources import INSURANCEQA_SPLITS
-
-  records = getattr(insuranceqa_data, INSURANCEQA_SPLITS[split])()
+  data = load_split(split, num_queries=num_queries)
   values = []
-  for qid in sorted(records, key=int)[:num_queries]:
-    size = len(set(records[qid]["answers"]) | set(records[qid]["negatives"]))
-    relevant = len(set(records[qid]["answers"]))
+  for qid, pool in data.pools.items():
+    size, relevant = len(pool), len(set(data.relevant[qid]))
     values.append(sum(math.comb(size - k, relevant - 1) / math.comb(size, relevant) / k
                       for k in range(1, min(10, size - relevant + 1) + 1)))
   return float(np.mean(values))
@@ -97,8 +94,8 @@ def run_one(n: int, variant: str, trial: int, *, model_dir: str, eval_queries: i
   """Trains and evaluates one (size, variant, trial); returns its record."""
   import gin
 
-  from t5rank import train_cli
-  from t5rank.seqio_tasks import data_poor_name
+  from t5rank.training import gin_config as train_cli
+  from t5rank.data.seqio_tasks import data_poor_name
 
   steps = train_steps(n, batch_size)
   task = data_poor_name(f"insuranceqa_en_8k_monot5_{variant}", n, trial)
@@ -107,7 +104,7 @@ def run_one(n: int, variant: str, trial: int, *, model_dir: str, eval_queries: i
       f"MIXTURE_OR_TASK_NAME = {task!r}", f"TRAIN_STEPS = {steps}", f"BATCH_SIZE = {batch_size}",
       f"LEARNING_RATE = {learning_rate}", f"SEED = {trial}", f"CHECKPOINT_EVERY = {steps}",
       f"LOG_EVERY = {max(1, steps // 4)}", f"MODEL_DIR = {model_dir!r}",
-      f"train.train.eval_every = {steps}", f"rerank_eval.RerankEval.targets = {variant!r}",
+      f"trainer.Loop.eval_every = {steps}", f"rerank_eval.RerankEval.targets = {variant!r}",
       f"rerank_eval.RerankEval.num_queries = {eval_queries}", *bindings])
   steps, batch_size = gin.query_parameter("%TRAIN_STEPS"), gin.query_parameter("%BATCH_SIZE")
   start = time.perf_counter()  # (the values in force, --gin flags included)
@@ -150,7 +147,7 @@ def plot(cells: dict, sizes: Sequence[int], variants: Sequence[str], path: str,
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
 
-  from t5rank.readers import atomic_write
+  from t5rank.data.readers import atomic_write
 
   fig = Figure(figsize=(8, 4), dpi=120)
   FigureCanvasAgg(fig)
@@ -189,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="train nothing: tabulate and plot the runs finished so far")
   args, extra = parser.parse_known_args(argv)
 
-  from t5rank.train_cli import gin_bindings
+  from t5rank.training.gin_config import gin_bindings
 
   bindings = gin_bindings(extra)
   sizes = [int(s) for s in args.sizes.split(",")]

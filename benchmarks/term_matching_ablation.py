@@ -3,8 +3,8 @@
 Trains the tiny recipe's model (gin/experiments/tiny_insuranceqa_cpu.gin: d_model 64, 2+1 layers,
 the insuranceqa_en_8k vocabulary, inputs 96, batch 32, Adafactor 1e-2) on pseudo-queries alone: each
 pair is 2-5 idf-weighted words of one InsuranceQA answer against that answer (true) and a random
-other answer (false), so term overlap decides every label (`t5rank.pseudo_queries`). Once with T5's
-plain initialization and once with term-matching heads (`t5rank.network.term_matching_init`), same
+other answer (false), so term overlap decides every label (`t5rank.data.pseudo_queries`). Once with T5's
+plain initialization and once with term-matching heads (`t5rank.models.network.term_matching_init`), same
 data, same steps, same seed; prints the training accuracy of the target word over the last
 `--log_every` steps of each.
 
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def pseudo_batches(table, vocab, targets, *, batch_size: int, max_length: int, seed: int,
                    start_step: int = 0):
   """The trainer's batches (`train(dataset_fn=...)` layout) from a triple table, positive first."""
-  from t5rank.inputs import encode_pairs
+  from t5rank.models.inputs import encode_pairs
 
   triples = table.triples(seed=seed, start=start_step * batch_size // 2)
   while True:
@@ -57,18 +57,17 @@ def main(argv=None) -> int:
                       help="term_matching_init's scale (the recipe's is 1)")
   args = parser.parse_args(argv)
 
-  import insuranceqa_data
-
-  from t5rank import train as train_lib
-  from t5rank.config import get_config
-  from t5rank.pseudo_queries import pseudo_query_table
-  from t5rank.vocab import load_vocabulary, resolve_target_words
+  from t5rank.data.insuranceqa import load_split
+  from t5rank.training import trainer as train_lib
+  from t5rank.models.config import get_config
+  from t5rank.data.pseudo_queries import pseudo_query_table
+  from t5rank.models.vocab import load_vocabulary, resolve_target_words
 
   vocab = load_vocabulary("insuranceqa_en_8k")
   targets = resolve_target_words(vocab, "true_false")
-  answers = insuranceqa_data.load_answers()
-  documents = [answers[a]["en"].strip() for a in sorted(answers, key=int)]
-  openings = sorted({" ".join(r["en"].split()[:2]) for r in insuranceqa_data.load_train().values()})
+  train = load_split("train", "en")
+  documents = list(train.answers.values())
+  openings = sorted({" ".join(q.split()[:2]) for q in train.queries.values()})
   batch_size, max_length = 32, 96
   table = pseudo_query_table(documents, args.steps * batch_size // 2, seed=args.seed,
                              openings=openings)
@@ -88,10 +87,12 @@ def main(argv=None) -> int:
       metrics = train_lib.train(
           model_config=config, task_name="pseudo-queries",
           feature_lengths={"inputs": max_length, "targets": 2}, train_steps=args.steps,
-          batch_size=batch_size, model_dir=model_dir, learning_rate=1e-2, dropout_rate=0.0,
-          mesh_shape=(1, 1), seed=args.seed, checkpoint_every=args.steps, keep_checkpoints=1,
-          log_every=args.log_every, term_matching_heads=heads, term_matching_scale=args.scale,
-          dataset_fn=dataset_fn)
+          batch_size=batch_size, model_dir=model_dir,
+          init=train_lib.Init(term_matching_heads=heads, term_matching_scale=args.scale),
+          optimization=train_lib.Optimization(learning_rate=1e-2, dropout_rate=0.0),
+          loop=train_lib.Loop(checkpoint_every=args.steps, keep_checkpoints=1,
+                              log_every=args.log_every),
+          mesh_shape=(1, 1), seed=args.seed, dataset_fn=dataset_fn)
     results.append((heads, metrics["accuracy"], metrics["loss"], time.perf_counter() - begin))
   print(f"\npseudo-queries vs random answers, {args.steps} steps x {batch_size} pairs, "
         f"accuracy over the last {args.log_every} steps:")

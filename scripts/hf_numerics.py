@@ -6,8 +6,8 @@ scripts/make_hf_goldens.py with transformers + torch, float32). Needs no torch.
 
 import numpy as np
 from t5rank.checkpoints.hf import load_hf_checkpoint
-from t5rank.network import T5
-from t5rank.score import monot5_score
+from t5rank.models.network import T5
+from t5rank.models.monot5 import monot5_score
 for name in ("v1_0", "v1_1"):
   d = f"tests/golden/hf_{name}"
   config, params = load_hf_checkpoint(d)

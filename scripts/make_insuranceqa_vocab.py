@@ -8,7 +8,7 @@ unigram, 8,000 pieces in T5's id layout (pad 0, eos 1, unk 2, no bos, no extra i
 normalization, every character covered. Deterministic: all sentences are used in order (no sampling,
 no shuffling) on one thread, so every run writes the same bytes.
 
-Every target word of `t5rank.vocab.TARGET_WORDS` must be one piece. Training gives `▁true`,
+Every target word of `t5rank.models.vocab.TARGET_WORDS` must be one piece. Training gives `▁true`,
 `▁false`, `▁hot`, `▁yes`, `▁no` and `▁de`, but not `▁cold`, `▁apple`, `▁orange` or `▁ab`; those take
 the places of the lowest-scoring multi-character pieces (`add_target_pieces`). SentencePiece's
 user_defined_symbols would not do: they are cut out of any text greedily, so `about` would become
@@ -30,7 +30,7 @@ from sentencepiece import sentencepiece_model_pb2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from t5rank.vocab import (DEFAULT_SPM_PATH, TARGET_WORDS, Vocabulary,  # noqa: E402
+from t5rank.models.vocab import (DEFAULT_SPM_PATH, TARGET_WORDS, Vocabulary,  # noqa: E402
                           target_word_id)
 
 OUTPUT = os.path.join(REPO, "t5rank", "data", "insuranceqa_en_8k.model")
@@ -40,10 +40,9 @@ MAX_SENTENCE_BYTES = 1 << 14  # the longest answer has 6,490 bytes; SentencePiec
 
 def training_texts() -> tuple[list[str], list[str]]:
   """(answers, training queries): the English texts, each list in id order."""
-  import insuranceqa_data
+  from t5rank.data.insuranceqa import load_records
 
-  answers = insuranceqa_data.load_answers()
-  queries = insuranceqa_data.load_train()
+  queries, answers = load_records("train", "en")  # raw: the file was trained on these bytes
   return ([answers[aid]["en"] for aid in sorted(answers, key=int)],
           [queries[qid]["en"] for qid in sorted(queries, key=int)])
 
@@ -94,7 +93,7 @@ def add_target_pieces(proto: bytes) -> tuple[bytes, list[tuple[str, str]]]:
 
 def check_target_words(vocab: Vocabulary) -> None:
   """Raises SystemExit unless every target word's text encodes to exactly its one piece (what
-  `t5rank.preprocessors.target_texts` requires)."""
+  `t5rank.data.preprocessors.target_texts` requires)."""
   problems = []
   for piece in target_pieces():
     try:

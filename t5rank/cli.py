@@ -13,15 +13,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # subcommand -> module that defines add_parser(subparsers)
 COMMANDS = {
-    "demo": "t5rank.demo",
-    "convert": "t5rank.checkpoints.convert",
-    "train": "t5rank.train_cli",
-    "inspect-task": "t5rank.inspect_task",
-    "retrieve": "t5rank.retrieval",
-    "evaluate": "t5rank.evaluation",
-    "fuse": "t5rank.fusion",
-    "score": "t5rank.scoring",
-    "topics": "t5rank.topics",
+    "demo": "t5rank.commands.demo",
+    "convert": "t5rank.commands.convert",
+    "train": "t5rank.commands.train",
+    "inspect-task": "t5rank.commands.inspect_task",
+    "retrieve": "t5rank.commands.retrieve",
+    "evaluate": "t5rank.commands.evaluate",
+    "fuse": "t5rank.commands.fuse",
+    "score": "t5rank.commands.score",
+    "topics": "t5rank.commands.topics",
 }
 
 

@@ -1,7 +1,7 @@
 """A (data, model) device mesh and the one table that maps the network's logical axes onto it.
 
 As in t5x, every parameter names its axes logically (`vocab`, `embed`, `mlp`, `heads`, `joined_kv`,
-`relpos_buckets`; see `t5rank.network`) and `LOGICAL_AXIS_RULES` says which mesh axis each one is
+`relpos_buckets`; see `t5rank.models.network`) and `LOGICAL_AXIS_RULES` says which mesh axis each one is
 split over. The batch is split over `data`; the wide dimensions of the weights over `model`:
 
     mesh (data=8, model=1)   pure data parallelism: weights replicated, batch split in 8
@@ -15,7 +15,7 @@ over all devices and reads only its own share of each global batch (`host_data_s
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -23,8 +23,8 @@ import numpy as np
 from jax.experimental import mesh_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from t5rank.config import T5Config
-from t5rank.network import param_axes
+from t5rank.models.config import T5Config
+from t5rank.models.network import param_axes
 
 MESH_AXES = ("data", "model")
 
@@ -82,6 +82,49 @@ def param_shardings(config: T5Config, mesh: Mesh,
   """A pytree of `NamedSharding`, one per parameter of `config`'s network, from the logical rules."""
   check_divisible(config, mesh, rules)
   return nn.logical_to_mesh_sharding(param_axes(config), mesh, rules)
+
+
+def shardings_for(params, axes, mesh: Mesh,
+                  rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES):
+  """`NamedSharding`s for `params` (arrays or shapes) of any model whose logical `axes` (a pytree of
+  logical `PartitionSpec`s, e.g. `Reranker.param_axes()`) follow the rules, after
+  `check_param_dims`."""
+  check_param_dims(params, axes, dict(mesh.shape), rules)
+  return nn.logical_to_mesh_sharding(axes, mesh, rules)
+
+
+def check_param_dims(params, axes, mesh_shape: Mapping[str, int],
+                     rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES) -> None:
+  """Raises ValueError naming the parameter when a dimension of `params` (arrays or shapes) that
+  the rules split over a mesh axis is not a multiple of that axis's size in `mesh_shape`."""
+  mesh_axis = dict(rules)
+  specs = jax.tree.leaves(axes, is_leaf=lambda x: isinstance(x, PartitionSpec))
+  for (path, leaf), spec in zip(jax.tree_util.tree_leaves_with_path(params), specs):
+    for size, logical in zip(np.shape(leaf), spec):
+      axis = mesh_axis.get(logical)
+      if axis is not None and size % mesh_shape[axis]:
+        raise ValueError(f"parameter {jax.tree_util.keystr(path)} has a dimension of {size} "
+                         f"({logical}), not divisible by mesh axis {axis}={mesh_shape[axis]}; "
+                         f"choose a mesh whose {axis} size divides it")
+
+
+def param_bytes_per_device(shapes, axes, mesh_shape: Sequence[int], itemsize: int = 4,
+                           rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES) -> int:
+  """The parameter bytes each device of a (data, model) mesh of `mesh_shape` holds when `shapes`
+  (a pytree of arrays or ShapeDtypeStructs) are placed by their logical `axes` and the rules:
+  worked out from the shapes alone, with no device. A dimension split over an axis holds 1/size
+  of it (rounded up, as XLA pads)."""
+  sizes = dict(zip(MESH_AXES, mesh_shape))
+  mesh_axis = dict(rules)
+  specs = jax.tree.leaves(axes, is_leaf=lambda x: isinstance(x, PartitionSpec))
+  total = 0
+  for leaf, spec in zip(jax.tree.leaves(shapes), specs):
+    count = 1
+    for size, logical in zip(leaf.shape, spec):
+      axis = mesh_axis.get(logical)
+      count *= -(-size // sizes[axis]) if axis is not None else size
+    total += count * itemsize
+  return total
 
 
 def check_divisible(config: T5Config, mesh: Mesh,

@@ -1,18 +1,18 @@
 """SeqIO task registrations for t5rank (installed as `t5rank.tasks`); `import t5rank.tasks`
 registers them. Only registrations live here: sources, preprocessors and the pipeline are in
-`t5rank.sources`, `t5rank.preprocessors`, `t5rank.seqio_tasks` and `t5rank.training_data`, and
+`t5rank.data.sources`, `t5rank.data.preprocessors`, `t5rank.data.seqio_tasks` and `t5rank.data.training_data`, and
 docs/data.md lists the names. Registering reads no data: MS MARCO and the generic files are located
 (gin or environment) only when a dataset is built.
 
 Variants (the last part of each name): true_false, false_true, hot_cold, apple_orange, hot_orange,
 ab_de (the paper's Table 4) and yes_no (mT5). Tasks tokenize with T5's vocabulary, the `_8k` ones
-with the vocabulary `insuranceqa_en_8k` (`t5rank.vocab.VOCABULARIES`).
+with the vocabulary `insuranceqa_en_8k` (`t5rank.models.vocab.VOCABULARIES`).
   insuranceqa_{en,zh}_monot5_{variant}          InsuranceQA v2 (insuranceqa-data), train/validation/test
   insuranceqa_en_8k_monot5_{variant}            the English one on the insuranceqa_en_8k vocabulary
   insuranceqa_en_8k_pseudo_monot5_true_false    the same, its train split 30% pseudo-queries
-                                                (`t5rank.pseudo_queries`)
+                                                (`t5rank.data.pseudo_queries`)
   insuranceqa_en_8k_pseudo_bm25_monot5_true_false the same with each pair's BM25 score in the input
-                                                (`t5rank.bm25_input`): the from-scratch CPU recipe
+                                                (`t5rank.data.bm25_input`): the from-scratch CPU recipe
   insuranceqa_en_8k_pseudo_bm25_top20_monot5_true_false  the same, half of the train negatives among
                                                 the 20 answers of each pool BM25 scores highest
   msmarco_passage_monot5_{variant}              triples.train.small.tsv
@@ -27,12 +27,14 @@ and MS MARCO, and for the six Table-4 variants of insuranceqa_en_8k: `{task}_1k_
 
 import functools
 
+import gin
 import seqio
 
-from t5rank import preprocessors, pseudo_queries, sources, tfds_builders  # noqa: F401  (tfds_builders registers builders)
-from t5rank.seqio_tasks import TripleSource, register_data_poor, register_variants
+from t5rank.data import insuranceqa, preprocessors, pseudo_queries, sources
+from t5rank.data import tfds_builders  # noqa: F401  (registers the TFDS builders)
+from t5rank.data.seqio_tasks import TripleSource, register_data_poor, register_variants
 
-_INSURANCEQA_SPLITS = tuple(sources.INSURANCEQA_SPLITS)
+_INSURANCEQA_SPLITS = tuple(insuranceqa.SPLITS)
 DATA_POOR_SIZES = (1_000, 10_000)
 DATA_POOR_SEEDS = range(5)
 TABLE4_VARIANTS = ("true_false", "false_true", "hot_cold", "apple_orange", "hot_orange", "ab_de")
@@ -58,9 +60,15 @@ register_variants("insuranceqa_en_8k_pseudo_bm25_top20", TripleSource(
     functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries_scored, language="en",
                       fraction=0.3, pool_depth=20), _INSURANCEQA_SPLITS),
     vocabulary="insuranceqa_en_8k", variants=("true_false",), bm25_in_input=True)
-register_variants("msmarco_passage", TripleSource(sources.msmarco_passage_triples, ["train"]))
-register_variants("msmarco_passage_qidpid", TripleSource(sources.msmarco_passage_qidpid, ["train"]))
-register_variants("generic", TripleSource(sources.generic_triples, ["train"]))
+# The file locations of these sources are gin-configurable here, at the registration, so that the
+# library functions carry no gin: `msmarco_passage_triples.path = '/data/triples.train.small.tsv'`.
+_file_sources = {name: gin.external_configurable(getattr(sources, name), name)
+                 for name in ("msmarco_passage_triples", "msmarco_passage_qidpid", "generic_triples")}
+register_variants("msmarco_passage",
+                  TripleSource(_file_sources["msmarco_passage_triples"], ["train"]))
+register_variants("msmarco_passage_qidpid",
+                  TripleSource(_file_sources["msmarco_passage_qidpid"], ["train"]))
+register_variants("generic", TripleSource(_file_sources["generic_triples"], ["train"]))
 register_variants("msmarco_passage_tfds",
                   seqio.TfdsDataSource("msmarco_passage_triples:1.0.0", splits=["train"]))
 

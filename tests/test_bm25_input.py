@@ -1,4 +1,4 @@
-"""The BM25 score in monoT5's input (`t5rank.bm25_input`): the text, the ids, the scored triple
+"""The BM25 score in monoT5's input (`t5rank.data.bm25_input`): the text, the ids, the scored triple
 tables, the SeqIO preprocessors, the scorer and the checkpoint flag, all agreeing on one input."""
 
 import math
@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t5rank import bm25_input, preprocessors
-from t5rank.inputs import EOS_ID, assemble, encode_pair, encode_pairs, format_input, score_text
-from t5rank.inputs import TemplateIds
-from t5rank.pseudo_queries import mix_tables
-from t5rank.scoring import Pair, encode_shard, first_stage_scores
-from t5rank.sources import TripleTable
-from t5rank.vocab import load_vocabulary
+from t5rank.data import bm25_input
+from t5rank.data import preprocessors
+from t5rank.models.inputs import EOS_ID, assemble, encode_pair, encode_pairs, format_input, score_text
+from t5rank.models.inputs import TemplateIds
+from t5rank.data.pseudo_queries import mix_tables
+from t5rank.models.config import get_config
+from t5rank.models.monot5 import MonoT5
+from t5rank.ranking.candidates import Pair, first_stage_scores
+from t5rank.data.sources import TripleTable
+from t5rank.models.vocab import load_vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +29,7 @@ QUERIES = ["car dog", "bird cat"]
 
 
 def bm25_by_hand(query: str, document: str, k1: float = 0.9, b: float = 0.4) -> float:
-  """The formula of `t5rank.retrieval`'s docstring, on whitespace words."""
+  """The formula of `t5rank.retrieval.bm25`'s docstring, on whitespace words."""
   docs = [d.split() for d in DOCUMENTS]
   avgdl = sum(map(len, docs)) / len(docs)
   words = document.split()
@@ -163,7 +166,10 @@ def test_scorer_reads_each_candidates_run_score():
   first_stage = first_stage_scores({"1": [("a", 9.6), ("b", 2.4)]})
   expected = encode_pairs(vocab, ["cancel life insurance?"] * 3, ["You can cancel.", "Any time.",
                                                                  "No."], 32, [9.6, 9.6, 2.4])
-  assert encode_shard(vocab, pairs, queries, passages, 32, first_stage) == expected
+  reranker = MonoT5(get_config("tiny"), vocab, (1176, 6136), max_length=32, bm25_in_input=True)
+  assert reranker.encode([queries[p.qid] for p in pairs],
+                         [passages[p.docid][p.window] for p in pairs],
+                         [first_stage[p.qid, p.docid] for p in pairs]) == expected
   with pytest.raises(ValueError, match=r"1 score\(s\) that are not finite numbers >= 0"):
     first_stage_scores({"1": [("a", 9.6), ("b", -1.0)]})
 

@@ -17,11 +17,12 @@ from safetensors.numpy import load_file, save_file
 
 from t5rank.checkpoints import (CheckpointError, detect_format, load_checkpoint, save_checkpoint)
 from t5rank.checkpoints.hf import config_from_hf, config_to_hf, save_hf_checkpoint
-from t5rank.checkpoints.layout import flatten, param_shapes, unflatten
+from t5rank.checkpoints.layout import flatten, unflatten
 from t5rank.checkpoints.mesh_tf import save_mesh_tf_checkpoint
 from t5rank.checkpoints.native import read_metadata
 from t5rank.cli import main as cli_main
-from t5rank.config import T5Config
+from t5rank.models.config import T5Config
+from t5rank.testing import random_params
 
 GOLDEN_V1_0 = os.path.join(os.path.dirname(__file__), "golden", "hf_v1_0")
 TINY = dict(vocab_size=64, d_model=16, num_heads=2, d_kv=4, d_ff=24, num_encoder_layers=2,
@@ -35,11 +36,6 @@ CONFIGS = {
 }
 
 
-def random_params(config: T5Config, seed: int = 0):
-  """Random float32 parameters of every shape `config` asks for (faster than initializing)."""
-  rng = np.random.default_rng(seed)
-  return unflatten({name: rng.standard_normal(shape).astype(np.float32)
-                    for name, shape in param_shapes(config).items()})
 
 
 def assert_identical(a, b):
@@ -60,7 +56,7 @@ def golden():
 
 def test_native_round_trip_is_exact(tmp_path):
   config = CONFIGS["v1_1"]
-  params = random_params(config)
+  params = random_params(config, std=1.0)
   save_checkpoint(str(tmp_path / "ckpt"), params, config, extra_metadata={"step": 12})
   assert detect_format(str(tmp_path / "ckpt")) == "native"
   restored_config, restored = load_checkpoint(str(tmp_path / "ckpt"))
@@ -72,7 +68,7 @@ def test_native_round_trip_is_exact(tmp_path):
 
 
 def test_save_rejects_params_of_another_config(tmp_path):
-  params = random_params(CONFIGS["v1_0"])
+  params = random_params(CONFIGS["v1_0"], std=1.0)
   with pytest.raises(CheckpointError, match=r"'encoder/layers_0/mlp/wi_0/kernel' \(expected"):
     save_checkpoint(str(tmp_path / "ckpt"), params, CONFIGS["v1_1"])
   assert not os.path.exists(tmp_path / "ckpt" / "config.json")
@@ -80,7 +76,7 @@ def test_save_rejects_params_of_another_config(tmp_path):
 
 def test_given_config_must_match_the_stored_one(tmp_path):
   config = CONFIGS["v1_0"]
-  save_checkpoint(str(tmp_path / "ckpt"), random_params(config), config)
+  save_checkpoint(str(tmp_path / "ckpt"), random_params(config, std=1.0), config)
   run_config, _ = load_checkpoint(str(tmp_path / "ckpt"), config.replace(dtype="bfloat16"))
   assert run_config.dtype == "bfloat16"
   with pytest.raises(CheckpointError, match="d_ff: given 32, checkpoint 24"):
@@ -92,7 +88,7 @@ def test_given_config_must_match_the_stored_one(tmp_path):
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_hf_export_then_import_is_exact(tmp_path, name):
   config = CONFIGS[name]
-  params = random_params(config)
+  params = random_params(config, std=1.0)
   save_hf_checkpoint(str(tmp_path), params, config)
   if name == "mt5":  # HF's mT5 configs say model_type "mt5"; the weights are named alike
     hf_config = json.loads((tmp_path / "config.json").read_text())
@@ -121,7 +117,7 @@ def test_hf_config_mapping():
 
 def test_hf_sharded_with_stored_embedding_copies(tmp_path):
   config = CONFIGS["v1_0"]
-  params = random_params(config)
+  params = random_params(config, std=1.0)
   save_hf_checkpoint(str(tmp_path / "one"), params, config)
   tensors = load_file(str(tmp_path / "one" / "model.safetensors"))
   # Older exports store the tied copies too; here `shared.weight` itself is left out.
@@ -153,7 +149,7 @@ def test_hf_sharded_with_stored_embedding_copies(tmp_path):
 def test_hf_bfloat16_weights_are_widened_to_float32(tmp_path):
   import ml_dtypes
   config = CONFIGS["v1_1"]
-  save_hf_checkpoint(str(tmp_path), random_params(config), config)
+  save_hf_checkpoint(str(tmp_path), random_params(config, std=1.0), config)
   tensors = {k: v.astype(ml_dtypes.bfloat16)
              for k, v in load_file(str(tmp_path / "model.safetensors")).items()}
   save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
@@ -177,7 +173,7 @@ def test_hf_bfloat16_weights_are_widened_to_float32(tmp_path):
 ])
 def test_hf_import_names_the_bad_tensor(tmp_path, edit, message):
   config = CONFIGS["v1_0"]
-  save_hf_checkpoint(str(tmp_path), random_params(config), config)
+  save_hf_checkpoint(str(tmp_path), random_params(config, std=1.0), config)
   tensors = load_file(str(tmp_path / "model.safetensors"))
   edit(tensors)
   save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
@@ -240,7 +236,7 @@ def test_mesh_tf_from_the_golden_hf_weights(tmp_path, golden):
 @pytest.mark.parametrize("name", ["v1_0", "mt5"])
 def test_mesh_tf_export_then_import_is_exact(tmp_path, name):
   config = CONFIGS[name]
-  params = random_params(config)
+  params = random_params(config, std=1.0)
   save_mesh_tf_checkpoint(str(tmp_path), params, config, step=5)
   assert detect_format(str(tmp_path)) == "mesh_tf"
   with pytest.raises(CheckpointError, match="d_ff=48 but the checkpoint has 24"):
@@ -282,7 +278,7 @@ def write_t5x(step_dir: str, params) -> None:
 @pytest.mark.parametrize("name", ["v1_0", "v1_1"])
 def test_t5x_checkpoint_imports_exactly(tmp_path, name):
   config = CONFIGS[name]
-  old, new = random_params(config, seed=1), random_params(config, seed=2)
+  old, new = random_params(config, seed=1, std=1.0), random_params(config, seed=2, std=1.0)
   write_t5x(str(tmp_path / "checkpoint_100"), old)
   write_t5x(str(tmp_path / "checkpoint_1000"), new)
   assert detect_format(str(tmp_path)) == "t5x"
@@ -296,7 +292,7 @@ def test_t5x_checkpoint_imports_exactly(tmp_path, name):
 
 def test_t5x_names_the_bad_tensor(tmp_path):
   config = CONFIGS["v1_0"]
-  params = random_params(config)
+  params = random_params(config, std=1.0)
   del params["decoder"]["layers_1"]["encoder_decoder_attention"]["value"]
   write_t5x(str(tmp_path / "checkpoint_1"), params)
   with pytest.raises(CheckpointError,
@@ -307,7 +303,7 @@ def test_t5x_names_the_bad_tensor(tmp_path):
 def test_t5x_orbax_layout_imports_exactly(tmp_path):
   import orbax.checkpoint as ocp
   config = CONFIGS["v1_1"]
-  params = random_params(config)
+  params = random_params(config, std=1.0)
   ocp.PyTreeCheckpointer().save(str(tmp_path / "checkpoint_3" / "state"),
                                 {"target": params, "state": {"step": np.int32(3)}})
   assert detect_format(str(tmp_path)) == "t5x"

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from t5rank import cli
-from t5rank.evaluation import evaluate, format_table, paired_t_test, parse_metric, per_query
+from t5rank.evaluation.metrics import evaluate, format_table, paired_t_test, parse_metric, per_query
 
 QRELS = {"q1": {"d1": 1, "d2": 2, "d3": 0},
          "q2": {"d4": 1},

@@ -1,4 +1,4 @@
-"""Score interpolation of two runs (t5rank.fusion), with values worked out by hand."""
+"""Score interpolation of two runs (t5rank.ranking.fusion), with values worked out by hand."""
 import math
 import subprocess
 import sys
@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from t5rank import fusion
-from t5rank.readers import read_run, write_run
+from t5rank.ranking import fusion
+from t5rank.data.readers import read_run, write_run
 
 
 def test_normalize_by_hand():

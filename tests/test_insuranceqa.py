@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import insuranceqa_data
 
-from t5rank.insuranceqa import export_insuranceqa
-from t5rank.readers import Document, read_corpus, read_qrels, read_queries, read_run
+from t5rank.data.insuranceqa import export_insuranceqa
+from t5rank.data.readers import Document, read_corpus, read_qrels, read_queries, read_run
 
 ANSWERS = {"1": {"en": " Coverage follows\tthe car. ", "zh": "保险跟着车。"},
            "2": {"en": "Term life pays out.", "zh": "定期寿险。"},

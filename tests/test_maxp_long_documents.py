@@ -5,7 +5,7 @@ unrelated answers (answers to other test questions), at the start, in the middle
 two long documents of unrelated answers only. Every document spans several 10-sentence windows.
 
 1. A deterministic oracle (1 when a window contains the relevant answer's text, else 0) scores the
-   windows that `t5rank.scoring` builds (`candidate_passages`, window 10, stride 5), and the
+   windows that `t5rank.ranking.candidates` builds (`candidate_passages`, window 10, stride 5), and the
    scorer's own aggregation and winner bookkeeping (`rank_documents`) must rank the relevant
    document first and name as winner the first window holding the whole answer, computed
    independently from the sentence positions; FirstP misses the answers placed after window 0.
@@ -21,9 +21,10 @@ import math
 import numpy as np
 import pytest
 
-from t5rank.passages import split_sentences
-from t5rank.readers import Document, read_run
-from t5rank.scoring import Pair, ScoringOptions, candidate_passages, rank_documents
+from t5rank.ranking.passages import split_sentences
+from t5rank.data.readers import Document, read_run
+from t5rank.ranking.candidates import Pair, candidate_passages
+from t5rank.ranking.shards import rank_documents
 from test_scoring import MICRO, random_params
 
 NUM_QUERIES, DISTRACTORS = 3, 8
@@ -78,8 +79,8 @@ def expected_winner(text: str, answer: str) -> int:
 
 def test_maxp_finds_the_relevant_window_with_an_oracle_scorer(collection):
   queries, corpus, candidates, relevant = collection
-  options = ScoringOptions(window=WINDOW, stride=STRIDE)
-  pairs, passages = candidate_passages(candidates, corpus, options)
+  pairs, passages = candidate_passages(candidates, corpus, window=WINDOW, stride=STRIDE,
+                                       language="en")
   assert all(len(windows) >= 3 for windows in passages.values())  # long documents
 
   def oracle(pair: Pair) -> float:
@@ -106,7 +107,7 @@ def test_maxp_finds_the_relevant_window_with_an_oracle_scorer(collection):
 def test_score_command_in_maxp_mode_on_long_documents(collection, tmp_path):
   from t5rank.checkpoints import save_checkpoint
   from t5rank.cli import main
-  from t5rank.config import get_config
+  from t5rank.models.config import get_config
 
   queries, corpus, candidates, _ = collection
   config = get_config("tiny", **MICRO)

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from t5rank.config import CONFIGS, T5Config, get_config
-from t5rank.network import T5, init_params, param_axes, relative_position_buckets, term_matching_init
+from t5rank.models.config import CONFIGS, T5Config, get_config
+from t5rank.models.network import T5, init_params, param_axes, relative_position_buckets, term_matching_init
 
 # A small vocabulary keeps the tiny tests fast; the ids used below stay under it.
 TINY = get_config("tiny", vocab_size=512, dropout_rate=0.0)

@@ -22,8 +22,9 @@ import json, sys
 sys.path.insert(0, {tests!r})
 import jax, numpy as np, optax
 import train_fixtures as fx
-from t5rank import partitioning, train
-from t5rank.config import get_config
+from t5rank import partitioning
+from t5rank.training import trainer as train
+from t5rank.models.config import get_config
 
 assert jax.device_count() == 8, jax.devices()
 config = get_config("tiny", **fx.TINY_OVERRIDES).replace(dropout_rate=0.0)

@@ -9,8 +9,11 @@ import os
 
 import pytest
 
-from t5rank import pipeline, scoring, train_cli
-from t5rank.readers import read_queries, read_run
+from t5rank.pipelines import insuranceqa as pipeline
+from t5rank.models.monot5 import MonoT5
+from t5rank.ranking import scorer as scoring
+from t5rank.training import gin_config as train_cli
+from t5rank.data.readers import read_queries, read_run
 
 # The experiment gin with the model shrunk, inputs cut short, 2 steps and no evaluation during training.
 TINY_RECIPE = [
@@ -19,7 +22,7 @@ TINY_RECIPE = [
     "config.get_config.d_model = 32", "config.get_config.d_ff = 64",
     "config.get_config.num_heads = 2", "config.get_config.d_kv = 16",
     "config.get_config.num_encoder_layers = 1", "config.get_config.num_decoder_layers = 1",
-    "train.train.eval_every = 0", "train.train.eval_fn = None"]
+    "trainer.Loop.eval_every = 0", "trainer.Loop.eval_fn = None"]
 QUERIES, DEPTH = 5, 10
 
 
@@ -69,7 +72,7 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   assert saved["candidates"] == f"BM25's top {DEPTH}"
   # the default recipe's model reads each candidate's BM25 score, and says so in its checkpoint
   assert saved["model"]["bm25_in_input"] is True
-  assert scoring.checkpoint_bm25_in_input(os.path.join(workdir, "model", "final"))
+  assert MonoT5.load(os.path.join(workdir, "model", "final"))[0].bm25_in_input
   runs = saved["evaluation"]["runs"]
   assert [r["name"] for r in runs] == ["BM25", "BM25+monoT5", "BM25+monoT5 hybrid"]
   weight = saved["hybrid"]["weight"]

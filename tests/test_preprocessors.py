@@ -1,13 +1,13 @@
-"""monoT5 preprocessors on literal rows: ids by hand, parity with `t5rank.inputs.encode_pairs`."""
+"""monoT5 preprocessors on literal rows: ids by hand, parity with `t5rank.models.inputs.encode_pairs`."""
 
 import pytest
 import seqio
 import tensorflow as tf
 from seqio import test_utils
 
-from t5rank import preprocessors
-from t5rank.inputs import encode_pairs
-from t5rank.vocab import TargetWordError, load_vocabulary
+from t5rank.data import preprocessors
+from t5rank.models.inputs import encode_pairs
+from t5rank.models.vocab import TargetWordError, load_vocabulary
 
 TEXTS = ["Query:", "Document:", "Relevant:", "what is a deductible?", "",
          "Coverage follows the car.  Example 1: If you were given a car (loaned)",

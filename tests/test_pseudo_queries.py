@@ -6,9 +6,9 @@ import itertools
 import numpy as np
 import pytest
 
-from t5rank import retrieval
-from t5rank.pseudo_queries import mix_tables, pseudo_query_table
-from t5rank.sources import TripleTable
+from t5rank.retrieval import bm25 as retrieval
+from t5rank.data.pseudo_queries import mix_tables, pseudo_query_table
+from t5rank.data.sources import TripleTable
 
 DOCS = ["The insurance policy covers flood damage to the basement.",
         "Insurance premiums rise with age and smoking.",
@@ -73,7 +73,7 @@ def test_mix_tables_keeps_every_row_and_shares_documents():
 
 
 def test_hard_negatives_are_bm25s_best_other_documents():
-  from t5rank import bm25_input
+  from t5rank.data import bm25_input
 
   table = pseudo_query_table(DOCS, 100, seed=5, hard_negatives=2)
   random_table = pseudo_query_table(DOCS, 100, seed=5)
@@ -88,7 +88,9 @@ def test_hard_negatives_are_bm25s_best_other_documents():
 
 
 def test_pool_depth_adds_each_real_row_against_bm25s_best_of_its_pool(monkeypatch):
-  from t5rank import bm25_input, pseudo_queries, sources
+  from t5rank.data import bm25_input
+  from t5rank.data import pseudo_queries
+  from t5rank.data import sources
 
   # One real row: "insurance claim", relevant doc 0, pool {1, 2, 3}; BM25 ranks doc 2 (the only one
   # with "claim") first in the pool.

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from t5rank.readers import (Document, InputFormatError, read_corpus, read_qrels, read_queries,
+from t5rank.data.readers import (Document, InputFormatError, read_corpus, read_qrels, read_queries,
                             read_run, write_run)
 
 

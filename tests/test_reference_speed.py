@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from t5rank.config import get_config  # noqa: E402
+from t5rank.models.config import get_config  # noqa: E402
 from test_scoring import MICRO  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",

@@ -5,11 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from t5rank.config import get_config
-from t5rank.inputs import encode_pairs
-from t5rank.network import T5, init_params
-from t5rank.score import monot5_score, score_step
-from t5rank.vocab import load_vocabulary, resolve_target_words
+from t5rank.models.config import get_config
+from t5rank.models.inputs import encode_pairs
+from t5rank.models.network import T5, init_params
+from t5rank.models.monot5 import monot5_score, score_step
+from t5rank.models.vocab import load_vocabulary, resolve_target_words
 
 TINY = get_config("tiny", dropout_rate=0.0)
 CONFIGS = {"v1.0": TINY, "v1.1": TINY.replace(feed_forward="gated-gelu", tie_embeddings=False)}

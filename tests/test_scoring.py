@@ -20,37 +20,28 @@ import time
 import numpy as np
 import pytest
 
-from t5rank.inputs import encode_pairs
-from t5rank.passages import aggregate, document_passages, split_sentences, window_sentences
-from t5rank.readers import Document, read_run
-from t5rank.scoring import (MissingIdsError, Pair, batch_rows, bucket_batches, bucket_lengths,
-                            check_candidates, encode_shard, prefetch, rank_documents,
-                            score_candidates)
-from t5rank.vocab import load_vocabulary, resolve_target_words
+from t5rank.models.inputs import encode_pairs
+from t5rank.ranking.passages import aggregate, document_passages, split_sentences, window_sentences
+from t5rank.data.readers import Document, read_run
+from t5rank.models.monot5 import MonoT5
+from t5rank.ranking.batching import batch_rows, bucket_batches, bucket_lengths, prefetch
+from t5rank.ranking.candidates import MissingIdsError, Pair, check_candidates
+from t5rank.ranking.scorer import score_candidates
+from t5rank.ranking.shards import rank_documents
+from t5rank.models.vocab import load_vocabulary, resolve_target_words
+from t5rank.testing import MICRO, random_params
 
-MICRO = dict(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_encoder_layers=1, num_decoder_layers=1)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def random_params(config, seed: int = 0):
-  """Random parameters of `config`'s shapes (shapes traced, values from numpy: no compilation)."""
-  import functools
-
-  import jax
-
-  from t5rank.network import init_params
-
-  shapes = jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0))
-  rng = np.random.default_rng(seed)
-  return jax.tree.map(lambda s: rng.normal(0, 0.2, s.shape).astype(np.float32), shapes)
 
 
 @pytest.fixture(scope="module")
 def model():
-  from t5rank.config import get_config
+  from t5rank.models.config import get_config
 
   config = get_config("tiny", **MICRO)
-  return config, random_params(config)
+  return config, random_params(config, std=0.2)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -111,21 +102,22 @@ def test_bucket_batches_cover_each_item_once_in_fixed_shapes():
   batches = bucket_batches(ids, batch_tokens=1024, max_length=200, row_multiple=4)
   assert bucket_lengths(200) == [64, 128, 192, 200]
   assert batch_rows(64, 1024, 4) == [16, 8, 4] and batch_rows(192, 1024, 4) == [4]
-  assert {b.tokens.shape for b in batches} <= {(16, 64), (8, 64), (4, 64), (8, 128), (4, 128),
+  assert {b.arrays[0].shape for b in batches} <= {(16, 64), (8, 64), (4, 64), (8, 128), (4, 128),
                                                (4, 192), (4, 200)}
   for b in batches:  # a batch is full, or the last of its bucket in the smallest size holding it
-    rows = batch_rows(b.tokens.shape[1], 1024, 4)
-    assert len(b.items) == rows[0] or b.tokens.shape[0] == min(r for r in rows if r >= len(b.items))
+    rows = batch_rows(b.arrays[0].shape[1], 1024, 4)
+    assert len(b.items) == rows[0] or b.arrays[0].shape[0] == min(r for r in rows if r >= len(b.items))
   assert sorted(i for b in batches for i in b.items) == list(range(100))
   for b in batches:
     for row, item in enumerate(b.items):
-      assert (b.tokens[row] != 0).sum() == len(ids[item])
-    assert not b.tokens[len(b.items):].any()  # rows past the items are padding
+      assert (b.arrays[0][row] != 0).sum() == len(ids[item])
+    assert not b.arrays[0][len(b.items):].any()  # rows past the items are padding
 
 
 def test_shuffled_bucketed_batch_equals_one_pair_at_a_time(model):
-  from t5rank.score import score_step  # monot5_score, compiled
-  from t5rank.scoring import data_sharding, replicate, score_batches
+  from t5rank.models.monot5 import score_step  # monot5_score, compiled
+  from t5rank.ranking.devices import place_params, scoring_mesh
+  from t5rank.ranking.scorer import score_batches
 
   config, params = model
   vocab = load_vocabulary()
@@ -137,10 +129,11 @@ def test_shuffled_bucketed_batch_equals_one_pair_at_a_time(model):
   random.Random(1).shuffle(order)
   ids = encode_pairs(vocab, [queries[i] for i in order], [documents[i] for i in order], 128)
   assert len({len(x) for x in ids}) == 3 and max(map(len, ids)) > 64
-  sharding = data_sharding()
+  mesh = scoring_mesh()
+  reranker = MonoT5(config, vocab, targets, max_length=128)
   batches = bucket_batches(ids, batch_tokens=512, max_length=128)
-  log_p, p = score_batches(replicate(params, sharding), batches, len(ids), config=config,
-                           target_ids=targets, sharding=sharding)
+  log_p, p = score_batches(reranker, place_params(params, reranker.param_axes(), mesh), batches,
+                           len(ids), mesh=mesh)
   for i, seq in enumerate(ids):
     expected_log_p, expected_p = score_step(params, np.array([seq]), config=config,
                                             target_ids=targets)
@@ -148,14 +141,12 @@ def test_shuffled_bucketed_batch_equals_one_pair_at_a_time(model):
     np.testing.assert_allclose(p[i], expected_p[0], rtol=0, atol=1e-6)
 
 
-def test_encode_shard_equals_encode_pairs():
+def test_monot5_encode_equals_encode_pairs(model):
   vocab = load_vocabulary()
-  queries = {"1": "cancel life insurance?", "2": "保险"}
-  passages = {"a": ["You can cancel.", "Any time."], "b": [""]}
-  pairs = [Pair("1", "a", 1), Pair("2", "b", 0), Pair("1", "a", 0), Pair("2", "a", 1)]
-  expected = encode_pairs(vocab, [queries[p.qid] for p in pairs],
-                          [passages[p.docid][p.window] for p in pairs], 16)
-  assert encode_shard(vocab, pairs, queries, passages, 16) == expected
+  queries = ["cancel life insurance?", "保险", "cancel life insurance?", "保险"]
+  passages = ["Any time.", "", "You can cancel.", "Any time."]
+  reranker = MonoT5(model[0], vocab, resolve_target_words(vocab, "true_false"), max_length=16)
+  assert reranker.encode(queries, passages) == encode_pairs(vocab, queries, passages, 16)
 
 
 def test_prefetch_keeps_order_and_reraises():
@@ -200,8 +191,7 @@ def test_shards_of_another_job_are_not_mixed_in(tmp_path, model):
   (tmp_path / "out.run.shards").mkdir()
   (tmp_path / "out.run.shards" / "manifest.json").write_text('{"fingerprint": "another job"}')
   with pytest.raises(RuntimeError, match="holds shards of a different scoring job"):
-    score_candidates(params, config=config, vocab=vocab, target_ids=(1176, 6136),
-                     queries={"q": "x"}, corpus={"d": Document("y")}, candidates={"q": [("d", 0)]},
+    score_candidates(MonoT5(config, vocab, (1176, 6136)), params, queries={"q": "x"}, corpus={"d": Document("y")}, candidates={"q": [("d", 0)]},
                      output=str(tmp_path / "out.run"), progress=False)
   assert not (tmp_path / "out.run").exists()
 
@@ -228,11 +218,12 @@ def _write_inputs(directory, num_queries: int = 5, docs_per_query: int = 10) -> 
 # the process can be killed between shards.
 SCRIPT = textwrap.dedent("""
     import json, logging, os, sys, time
-    from t5rank import scoring
-    from t5rank.config import get_config
-    from test_scoring import random_params
-    from t5rank.readers import read_corpus, read_queries, read_run
-    from t5rank.vocab import load_vocabulary, resolve_target_words
+    from t5rank.data.readers import read_corpus, read_queries, read_run
+    from t5rank.models.config import get_config
+    from t5rank.models.monot5 import MonoT5
+    from t5rank.models.vocab import load_vocabulary, resolve_target_words
+    from t5rank.ranking import scorer, shards
+    from t5rank.testing import random_params
 
     logging.basicConfig(level=logging.INFO)
     directory, output = sys.argv[1], sys.argv[2]
@@ -242,17 +233,17 @@ SCRIPT = textwrap.dedent("""
       jax.distributed.initialize(os.environ["COORDINATOR"], num_processes=2,
                                  process_id=int(os.environ["PROCESS_ID"]))
     if os.environ.get("SLOW"):
-      write_shard = scoring.write_shard
-      scoring.write_shard = lambda *a: (write_shard(*a), time.sleep(0.5))
+      write_shard = shards.write_shard
+      shards.write_shard = lambda *a: (write_shard(*a), time.sleep(0.5))
     config = get_config("tiny", **json.loads(sys.argv[3]))
     vocab = load_vocabulary()
-    scoring.score_candidates(
-        random_params(config), config=config, vocab=vocab,
-        target_ids=resolve_target_words(vocab, "true_false"),
+    reranker = MonoT5(config, vocab, resolve_target_words(vocab, "true_false"), max_length=64)
+    scorer.score_candidates(
+        reranker, random_params(config, std=0.2),
         queries=read_queries(os.path.join(directory, "q.tsv")),
         corpus=read_corpus(os.path.join(directory, "c.jsonl")),
         candidates=read_run(os.path.join(directory, "cand.run")), output=output,
-        options=scoring.ScoringOptions(window=0, max_length=64, batch_tokens=512, shard_size=5),
+        options=scorer.ScoringOptions(window=0, batch_tokens=512, shard_size=5),
         progress=False)
     import jax
     print("devices", jax.local_device_count(), "tensorflow", "tensorflow" in sys.modules)
@@ -381,7 +372,7 @@ def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
 USE_CPU_DEVICES = textwrap.dedent("""
     import logging, sys
     logging.basicConfig()
-    from t5rank.scoring import use_cpu_devices
+    from t5rank.ranking.devices import use_cpu_devices
     try:
       use_cpu_devices(0)
     except ValueError as e:

@@ -5,8 +5,8 @@ import logging
 import numpy as np
 import pytest
 
-from t5rank import sources
-from t5rank.readers import InputFormatError
+from t5rank.data import sources
+from t5rank.data.readers import InputFormatError
 
 
 def _write(tmp_path, name, text, mode="w"):

@@ -40,9 +40,11 @@ def test_random_order_mrr10_by_hand(bench, monkeypatch):
 
   # pool of 4 with 1 relevant: (1 + 1/2 + 1/3 + 1/4) / 4; pool of 3 with 2 relevant: ranks 1 and 2
   # first with probability 2/3 and 1/3 -> 2/3 + 1/6 = 5/6
-  records = {"2": {"answers": ["a"], "negatives": ["b", "c", "d"]},
-             "10": {"answers": ["a", "b"], "negatives": ["c"]}}
+  records = {"2": {"en": "q", "zh": "q", "answers": ["1"], "negatives": ["2", "3", "4"]},
+             "10": {"en": "q", "zh": "q", "answers": ["1", "2"], "negatives": ["3"]}}
   monkeypatch.setattr(insuranceqa_data, "load_valid", lambda: records)
+  monkeypatch.setattr(insuranceqa_data, "load_answers",
+                      lambda: {str(i): {"en": "a", "zh": "a"} for i in range(1, 5)})
   assert bench.random_order_mrr10(2) == pytest.approx(((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4 + 5 / 6) / 2)
   assert bench.random_order_mrr10(1) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
 

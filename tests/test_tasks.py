@@ -9,9 +9,12 @@ import seqio
 import tensorflow_datasets as tfds
 
 import t5rank.tasks
-from t5rank import cli, preprocessors, seqio_tasks, tfds_builders
-from t5rank.training_data import training_dataset
-from t5rank.vocab import load_vocabulary
+from t5rank import cli
+from t5rank.data import preprocessors
+from t5rank.data import seqio_tasks
+from t5rank.data import tfds_builders
+from t5rank.data.training_data import training_dataset
+from t5rank.models.vocab import load_vocabulary
 
 LENGTHS = {"inputs": 32, "targets": 2}
 TRUE, FALSE = 1176, 6136
@@ -50,7 +53,7 @@ def test_insuranceqa_8k_tasks_tokenize_with_their_vocabulary():
 
 
 def test_bm25_task_writes_each_pairs_score_into_the_same_inputs():
-  from t5rank.inputs import format_input
+  from t5rank.models.inputs import format_input
 
   name, plain = "insuranceqa_en_8k_pseudo_bm25_monot5_true_false", "insuranceqa_en_8k_monot5_true_false"
   lengths = {"inputs": 512, "targets": 2}
@@ -159,7 +162,7 @@ def test_insuranceqa_tfds_builder_and_tfds_task(tmp_path):
   records = list(tfds.as_numpy(builder.as_dataset(split="validation", shuffle_files=False)))
   assert sorted(r["query_id"] for r in records) == [b"0", b"1", b"2"]
   first = next(r for r in records if r["query_id"] == b"0")
-  assert first["query"] == b"Does  Medicare  Pick  Up  Co  Pays?"
+  assert first["query"] == b"Does Medicare Pick Up Co Pays?"  # whitespace runs collapsed
   assert len(first["positives"]) == 1 and len(first["negatives"]) == 200
 
   source = seqio.TfdsDataSource("insuranceqa_v2:2.0.0", tfds_data_dir=str(tmp_path),
@@ -183,13 +186,13 @@ def test_inspect_task_prints_decoded_examples(capsys):
   out = capsys.readouterr().out
   assert out.count("--- example") == 2
   assert "targets text: apple" in out and "targets text: orange" in out
-  assert "inputs text:  Query: What  Happens  When  Term  Life  Insurance  Is  Paid  Up?" in out
+  assert "inputs text:  Query: What Happens When Term Life Insurance Is Paid Up?" in out
   assert "targets (2 ids): [8947, 1]" in out
   assert "'▁Relevan', 't', ':', '</s>'" in out
 
 
 def test_tasks_record_their_target_words_for_the_final_checkpoint():
-  from t5rank.seqio_tasks import task_target_words
+  from t5rank.data.seqio_tasks import task_target_words
   assert task_target_words("insuranceqa_en_monot5_hot_cold") == "hot_cold"
   assert task_target_words("msmarco_passage_monot5_false_true") == "false_true"
   assert task_target_words("insuranceqa_en_monot5_true_false_1k_s3") == "true_false"

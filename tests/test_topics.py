@@ -7,7 +7,7 @@ import gzip
 import pytest
 
 from t5rank.cli import main
-from t5rank.readers import InputFormatError, Topic, read_queries, read_trec_topics
+from t5rank.data.readers import InputFormatError, Topic, read_queries, read_trec_topics
 
 # Two topics as the Robust04 topic file writes them (tags not closed, labels, wrapped lines), and a
 # third with closed tags and no narrative.

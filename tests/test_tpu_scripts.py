@@ -203,6 +203,23 @@ def test_score_launches_on_all_workers_with_the_task_flags(repo, bin_dir, task, 
       *flags, "--batch-tokens", "65536"]
 
 
+@pytest.mark.parametrize("size_flags, mesh", [
+    (["--model-size", "3B"], ["--mesh", "4,2"]), (["--model-size=11B"], ["--mesh", "1,8"]),
+    (["--model-size", "base"], []), (["--model-size", "11B", "--mesh", "2,4"], ["--mesh", "2,4"])])
+def test_score_passes_the_mesh_of_the_model_size(repo, bin_dir, size_flags, mesh):
+  [command] = dry_run(repo, bin_dir, "score.sh", "msmarco-dev", "--checkpoint", "gs://b/m",
+                      "--queries", "q", "--corpus", "c", "--run", "r", "--output", "o", *size_flags)
+  assert remote(command)[-2 - len(mesh):] == ["--window", "0", *mesh]
+
+
+def test_score_refuses_an_unknown_size_or_mesh(repo, bin_dir):
+  for flags, message in [(["--model-size", "xl"], "--model-size must be small, base, large"),
+                         (["--mesh", "8"], "--mesh must be DATA,MODEL")]:
+    result = sh(repo, bin_dir, "score.sh", "robust04", "--checkpoint=c", "--queries=q",
+                "--corpus=c", "--run=r", "--output=o", *flags, "--dry-run")
+    assert result.returncode != 0 and message in result.stderr
+
+
 @pytest.mark.parametrize("args, expected", [
     (["from-gcs", "runs/a.trec", "out"],
      [["mkdir", "-p", "out/"],

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import train_fixtures as fx
-from t5rank import train as train_lib
-from t5rank.config import get_config
-from t5rank.network import init_params
+from t5rank.training import trainer as train_lib
+from t5rank.models.config import get_config
+from t5rank.models.network import init_params
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENGTHS = {"inputs": 16, "targets": 2}
@@ -37,11 +37,25 @@ def read_scalars(logdir: str, tag: str, only: str = "") -> dict[int, float]:
   return values
 
 
+GROUPS = {"init": (train_lib.Init, {"init_checkpoint": "checkpoint", "term_matching_heads": None,
+                                     "term_matching_scale": None}),
+          "optimization": (train_lib.Optimization, {"learning_rate": None, "optimizer": None,
+                                                    "dropout_rate": None, "z_loss": None}),
+          "loop": (train_lib.Loop, {"checkpoint_every": None, "keep_checkpoints": None,
+                                    "log_every": None, "eval_every": None, "eval_fn": None})}
+
+
 def run_kwargs(model_dir: str, **overrides) -> dict:
+  """`train`'s keyword arguments for the synthetic task; flat overrides (`checkpoint_every=4`,
+  `init_checkpoint=...`) go into the Init, Optimization and Loop groups."""
+  flat = dict(dropout_rate=0.0, checkpoint_every=3, log_every=1)
+  flat.update({k: v for k, v in overrides.items()
+               if any(k in fields for _, fields in GROUPS.values())})
   kwargs = dict(model_config=CONFIG, task_name="synthetic", feature_lengths=LENGTHS, train_steps=6,
-                batch_size=4, model_dir=model_dir, dropout_rate=0.0, checkpoint_every=3,
-                log_every=1, seed=1, dataset_fn=fx.synthetic_dataset)
-  kwargs.update(overrides)
+                batch_size=4, model_dir=model_dir, seed=1, dataset_fn=fx.synthetic_dataset)
+  for group, (cls, fields) in GROUPS.items():
+    kwargs[group] = cls(**{(name or key): flat[key] for key, name in fields.items() if key in flat})
+  kwargs.update({k: v for k, v in overrides.items() if k not in flat})
   return kwargs
 
 
@@ -92,7 +106,7 @@ def test_term_matching_heads_start_from_the_matching_init(tmp_path):
   train_lib.train(**run_kwargs(model_dir, train_steps=1, learning_rate=0.0,
                                term_matching_heads=2))
   from t5rank.checkpoints import load_checkpoint
-  from t5rank.network import term_matching_init
+  from t5rank.models.network import term_matching_init
   _, params = load_checkpoint(os.path.join(model_dir, "final"))
   rng = jax.random.PRNGKey(1)  # run_kwargs' seed
   expected = term_matching_init(init_params(CONFIG, rng), CONFIG, jax.random.fold_in(rng, 1),
@@ -113,9 +127,9 @@ def test_the_final_model_carries_the_task_vocabulary(tmp_path):
   with the same vocabulary: final/ holds the file, and the scorer picks it with no flag."""
   import t5rank.tasks  # noqa: F401
   from t5rank.checkpoints import native
-  from t5rank.rerank_eval import RerankEval
-  from t5rank.scoring import checkpoint_vocabulary, load_reranker
-  from t5rank.vocab import load_vocabulary
+  from t5rank.training.rerank_eval import RerankEval
+  from t5rank.models.reranker import load_reranker
+  from t5rank.models.vocab import load_vocabulary
 
   vocab = load_vocabulary("insuranceqa_en_8k")
   evaluation = RerankEval(num_queries=1, max_length=32, vocabulary="insuranceqa_en_8k")
@@ -131,17 +145,17 @@ def test_the_final_model_carries_the_task_vocabulary(tmp_path):
   metadata = native.read_metadata(final)
   assert metadata["vocabulary"] == "insuranceqa_en_8k.model"
   assert metadata["vocabulary_extra_ids"] == 0
-  stored, targets = checkpoint_vocabulary(final)
-  assert stored.path == os.path.join(final, "insuranceqa_en_8k.model")
-  assert (stored.sha256, stored.vocab_size, targets) == (vocab.sha256, 8000, "true_false")
-  config, _, scoring_vocab, target_ids = load_reranker(final)
-  assert config.vocab_size == 8000
-  assert scoring_vocab.sha256 == vocab.sha256 and target_ids == (961, 4396)  # ▁true, ▁false
+  assert metadata["target_words"] == "true_false" and metadata.get("model", "monot5") == "monot5"
+  reranker, _ = load_reranker(final)
+  assert reranker.vocab.path == os.path.join(final, "insuranceqa_en_8k.model")
+  assert (reranker.vocab.sha256, reranker.vocab.vocab_size) == (vocab.sha256, 8000)
+  assert reranker.config.vocab_size == 8000 and reranker.max_length == 32
+  assert reranker.target_ids == (961, 4396)  # ▁true, ▁false
 
 
 def test_a_vocabulary_the_model_or_the_evaluation_does_not_match_is_refused(tmp_path):
   import t5rank.tasks  # noqa: F401
-  from t5rank.rerank_eval import RerankEval
+  from t5rank.training.rerank_eval import RerankEval
 
   model_dir = tmp_path / "run"
   with pytest.raises(ValueError, match=r"insuranceqa_en_8k.model: 8000 pieces \+ 0 extra ids = "
@@ -166,21 +180,12 @@ def test_a_vocabulary_the_model_or_the_evaluation_does_not_match_is_refused(tmp_
   assert not model_dir.exists()  # refused before anything was written
 
 
-def test_ranking_metrics_on_literal_rankings():
-  from t5rank.rerank_eval import ranking_metrics
-  scores = [np.array([0.1, 0.9, 0.5]), np.array([0.3, 0.2, 0.1] + [0.0] * 10), np.array([1.0, 1.0])]
-  relevant = [np.array([0, 0, 1]), np.array([0] * 12 + [1]), np.array([0, 1])]
-  # ranks of the first relevant: 2; 13 (outside the top 10); 2 (a tie keeps pool order)
-  assert ranking_metrics(scores, relevant) == pytest.approx(
-      {"mrr@10": (0.5 + 0 + 0.5) / 3, "mrr": (0.5 + 1 / 13 + 0.5) / 3, "p@1": 0.0})
-
-
 # Dropout on: the resumed run must also draw the same dropout masks.
 RUN_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 import test_train
-from t5rank import train
+from t5rank.training import trainer as train
 train.train(**test_train.run_kwargs({model_dir!r}, dropout_rate=0.1))
 """
 
@@ -235,9 +240,29 @@ def test_nan_stops_with_an_error_and_keeps_the_last_good_checkpoint(tmp_path):
   assert int(restored["step"]) == 2
 
 
+def test_the_host_syncs_only_on_log_checkpoint_and_eval_steps(tmp_path, monkeypatch):
+  """The loop leaves metrics on the device between sync steps (the first step of the process, log,
+  checkpoint and evaluation steps), and a NaN is still caught, at the next sync, before a save."""
+  synced = []
+  sync = train_lib._sync
+  monkeypatch.setattr(train_lib, "_sync", lambda pending, progress, step, manager: (
+      synced.append((step, len(pending))), sync(pending, progress, step, manager)))
+  train_lib.train(**run_kwargs(str(tmp_path / "a"), train_steps=12, log_every=5,
+                               checkpoint_every=8, eval_every=6, eval_fn=lambda p, c: {"x": 1.0}))
+  # step 1 (after compilation), 5 (log), 6 (eval), 8 (checkpoint), 10 (log), 12 (the end)
+  assert synced == [(1, 1), (5, 4), (6, 1), (8, 2), (10, 2), (12, 2)]
+
+  poisoned = lambda step: jnp.where(step < 5, 1e-3, jnp.nan)  # step 6's update is NaN
+  with pytest.raises(FloatingPointError, match=r"step 6: loss .* stopped at step 8\. The last "
+                     r"good checkpoint is step 4"):
+    train_lib.train(**run_kwargs(str(tmp_path / "b"), learning_rate=poisoned, log_every=8,
+                                 checkpoint_every=4, train_steps=12))
+  assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ["4"]
+
+
 def test_every_experiment_gin_binds_a_complete_run():
   import gin
-  from t5rank import train_cli
+  from t5rank.training import gin_config as train_cli
   experiments = sorted(glob.glob(os.path.join(REPO, "gin", "experiments", "*.gin")))
   assert len(experiments) >= 10
   try:
@@ -257,7 +282,7 @@ def test_every_experiment_gin_binds_a_complete_run():
 
 
 def test_gin_flags_quote_bare_words():
-  from t5rank.train_cli import gin_bindings
+  from t5rank.training.gin_config import gin_bindings
   assert gin_bindings(["--gin.MODEL_DIR=/tmp/a b", "--gin.TRAIN_STEPS=10",
                        "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 2}",
                        "--gin.INIT_CHECKPOINT=None"]) == [

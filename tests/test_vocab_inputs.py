@@ -2,8 +2,8 @@
 
 import pytest
 
-from t5rank.inputs import encode_pair, encode_pairs, format_input
-from t5rank.vocab import (DEFAULT_SPM_PATH, EOS_ID, TARGET_WORDS, TargetWordError, load_vocabulary,
+from t5rank.models.inputs import encode_pair, encode_pairs, format_input
+from t5rank.models.vocab import (DEFAULT_SPM_PATH, EOS_ID, TARGET_WORDS, TargetWordError, load_vocabulary,
                           resolve_target_words)
 
 

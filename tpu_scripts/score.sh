@@ -7,7 +7,8 @@ source "$(dirname "$0")/common.sh"
 usage() {
   cat <<EOF2
 usage: score.sh [settings] TASK --checkpoint CKPT --queries Q --corpus C --run CANDIDATES
-                [--output OUT] [--batch-tokens N] [--dry-run]
+                [--output OUT] [--model-size SIZE | --mesh DATA,MODEL] [--batch-tokens N]
+                [--dry-run]
 
 Starts \`t5rank score\` on EVERY worker (--worker=all; one process per host on a pod slice), in the
 background under nohup with output in ~/t5rank-logs/score_TASK.log on each worker, and returns.
@@ -28,13 +29,20 @@ TASK
   --corpus C               corpus file (required)
   --run CANDIDATES         TREC run of candidates to rerank, e.g. BM25 top 1000 (required)
   --output OUT             reranked TREC run (default gs://BUCKET/t5rank/runs/TASK.CKPT_NAME.trec)
+  --model-size SIZE        small, base, large, 3B or 11B: picks the device mesh of each host's 8 v3
+                           cores (float32 parameters per core, scripts/mesh_memory.py):
+                             small, base, large  -1,1  every core on data (large: 3.0 GB)
+                             3B                   4,2  weights split in 2 (5.7 GB; 11.4 replicated)
+                             11B                  1,8  weights split in 8 (5.7 GB; 45 replicated)
+                           (default: the scorer's, all cores on data)
+  --mesh DATA,MODEL        the mesh itself, passed to t5rank score --mesh (overrides --model-size)
   --batch-tokens N         tokens per scoring batch (the scorer's default if not given)
 $(settings_help TPU_NAME ZONE PROJECT BUCKET)
   (BUCKET is needed only for the default --output.)
 EOF2
 }
 
-task='' checkpoint='' queries='' corpus='' candidates='' output='' batch_tokens=''
+task='' checkpoint='' queries='' corpus='' candidates='' output='' batch_tokens='' model_size='' mesh=''
 while (($#)); do
   shared_flag "$@"
   if ((SHIFT == 0)); then
@@ -45,6 +53,8 @@ while (($#)); do
       --run | --run=*) flag_value "$@" && candidates=$VALUE ;;
       --output | --output=*) flag_value "$@" && output=$VALUE ;;
       --batch-tokens | --batch-tokens=*) flag_value "$@" && batch_tokens=$VALUE ;;
+      --model-size | --model-size=*) flag_value "$@" && model_size=$VALUE ;;
+      --mesh | --mesh=*) flag_value "$@" && mesh=$VALUE ;;
       -*) die "unknown argument: $1 (see --help)" ;;
       *)
         [[ -z $task ]] || die "one TASK only; got $task and $1"
@@ -72,6 +82,18 @@ fi
 if [[ -n $batch_tokens ]]; then
   [[ $batch_tokens =~ ^[1-9][0-9]*$ ]] || die "--batch-tokens must be a positive integer, not: $batch_tokens"
   task_flags+=(--batch-tokens "$batch_tokens")
+fi
+if [[ -z $mesh ]]; then
+  case $model_size in
+    '' | small | base | large) ;;
+    3B) mesh=4,2 ;;
+    11B) mesh=1,8 ;;
+    *) die "--model-size must be small, base, large, 3B or 11B, not: $model_size" ;;
+  esac
+fi
+if [[ -n $mesh ]]; then
+  [[ $mesh =~ ^(-1|[1-9][0-9]*),(-1|[1-9][0-9]*)$ ]] || die "--mesh must be DATA,MODEL (e.g. 4,2), not: $mesh"
+  task_flags+=(--mesh "$mesh")
 fi
 require_gcloud
 

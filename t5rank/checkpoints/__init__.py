@@ -12,7 +12,7 @@
 
 Formats without a config need one passed in (`config=` / `--config NAME`); every importer checks
 each tensor's name and shape and reports missing, misshaped and unexpected ones by name.
-Parameters come back as a nested dict of float32 numpy arrays in t5x naming (`t5rank.network`).
+Parameters come back as a nested dict of float32 numpy arrays in t5x naming (`t5rank.models.network`).
 TensorFlow, Orbax and TensorStore are imported only when a format needs them.
 """
 
@@ -23,7 +23,7 @@ from typing import Optional
 
 from t5rank.checkpoints.layout import CheckpointError, Params, check_same_architecture
 from t5rank.checkpoints.native import save_checkpoint
-from t5rank.config import T5Config
+from t5rank.models.config import T5Config
 
 FORMATS = ("native", "hf", "mesh_tf", "t5x")
 

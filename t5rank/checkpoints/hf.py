@@ -21,7 +21,7 @@ import numpy as np
 from t5rank.checkpoints.layout import (CheckpointError, Params, Shape, export_tensors,
                                        import_tensors, module_path, tensor_names, write_atomically,
                                        write_json)
-from t5rank.config import T5Config
+from t5rank.models.config import T5Config
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -3,7 +3,7 @@ that Hugging Face and Mesh TensorFlow name their tensors after, and the checked 
 set of named tensors into t5rank's parameter tree.
 
 t5rank's parameters are named as in t5x (`encoder/layers_0/attention/query/kernel`, see
-`t5rank.network`). Hugging Face and Mesh TensorFlow name the same tensors after the original T5
+`t5rank.models.network`). Hugging Face and Mesh TensorFlow name the same tensors after the original T5
 modules (`encoder.block.0.layer.0.SelfAttention.q.weight`,
 `encoder/block_000/layer_000/SelfAttention/q`); `module_path` gives that layout once for both.
 """
@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from t5rank.config import CONFIGS, T5Config
+from t5rank.models.config import CONFIGS, T5Config
 
 Shape = tuple[int, ...]
-Params = dict[str, Any]  # nested dict of float32 numpy arrays, as `t5rank.network.T5` takes them
+Params = dict[str, Any]  # nested dict of float32 numpy arrays, as `t5rank.models.network.T5` takes them
 MAX_LISTED = 12  # tensors named per kind of problem in one error message
 
 
@@ -66,7 +66,7 @@ def unflatten(flat: Mapping[str, Any]) -> Params:
 def param_shapes(config: T5Config) -> dict[str, Shape]:
   """Every parameter of the network `config` describes: flat t5rank name -> shape."""
   import jax
-  from t5rank.network import init_params
+  from t5rank.models.network import init_params
   abstract = jax.eval_shape(lambda: init_params(config, jax.random.PRNGKey(0)))
   return {name: tuple(leaf.shape) for name, leaf in flatten(abstract).items()}
 

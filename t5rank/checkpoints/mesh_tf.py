@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional
 from t5rank.checkpoints.layout import (Params, Probes, export_tensors, import_tensors,
                                        infer_architecture, module_path, resolve_config,
                                        tensor_names, write_text)
-from t5rank.config import T5Config
+from t5rank.models.config import T5Config
 
 STATE_FILE = "checkpoint"  # TensorFlow's text file naming the latest checkpoint of a directory
 PREFIX = "model.ckpt"

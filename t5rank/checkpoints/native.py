@@ -14,7 +14,7 @@ import os
 from typing import Any, Mapping, Optional
 
 from t5rank.checkpoints.layout import Params, check_params, unflatten, write_json
-from t5rank.config import T5Config
+from t5rank.models.config import T5Config
 
 PARAMS_DIR = "params"
 CONFIG_FILE = "config.json"

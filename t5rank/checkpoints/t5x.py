@@ -23,7 +23,7 @@ import numpy as np
 from t5rank.checkpoints.layout import (CheckpointError, Params, Probes, Shape, flatten,
                                        import_tensors, infer_architecture, param_shapes,
                                        resolve_config)
-from t5rank.config import T5Config
+from t5rank.models.config import T5Config
 
 MSGPACK_FILE = "checkpoint"
 ORBAX_METADATA = "_METADATA"

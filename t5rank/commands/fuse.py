@@ -1,0 +1,55 @@
+"""`t5rank fuse`: a hybrid of two runs by score interpolation; the method is in `t5rank.ranking.fusion`."""
+
+from __future__ import annotations
+
+import argparse
+
+from t5rank.ranking import fusion
+from t5rank.ranking.fusion import NORMALIZATIONS, interpolate, tune_weight
+
+
+# --------------------------------------------------------------------------------------- the CLI
+
+
+def _weight(text: str) -> float:
+  try:
+    value = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+  if not 0.0 <= value <= 1.0:
+    raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+  return value
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("fuse", help="interpolate two runs' scores (e.g. BM25 and monoT5)",
+                            description=fusion.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("first", help="the first run (TREC format), e.g. BM25's top k")
+  p.add_argument("second", help="the second run over the same candidates, e.g. monoT5's")
+  how = p.add_mutually_exclusive_group(required=True)
+  how.add_argument("--weight", type=_weight, help="w in [0, 1]: the second run's share")
+  how.add_argument("--tune", nargs=3, metavar=("QRELS", "FIRST", "SECOND"),
+                   help="choose w on these held-out qrels and runs (the grid 0, 0.05, ..., 1)")
+  p.add_argument("--metric", default="MRR", help="what --tune maximizes (default: MRR)")
+  p.add_argument("--normalization", choices=NORMALIZATIONS, default="zscore",
+                 help="per-query rescaling of each run's scores (default: zscore)")
+  p.add_argument("-o", "--output", required=True, help="the fused TREC run to write")
+  p.add_argument("--tag", default="fused", help="run tag (default: fused)")
+  p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  from t5rank.evaluation.metrics import parse_metric
+  from t5rank.data.readers import read_qrels, read_run, write_run
+
+  parse_metric(args.metric)
+  weight = args.weight
+  if args.tune:
+    qrels, tune_first, tune_second = args.tune
+    weight, values = tune_weight(read_qrels(qrels), read_run(tune_first), read_run(tune_second),
+                                 metric=args.metric, normalization=args.normalization)
+    print("tuned on held-out queries: " + "  ".join(f"w={w:g}:{v:.4f}" for w, v in values.items()))
+  write_run(args.output, interpolate(read_run(args.first), read_run(args.second), weight,
+                                     normalization=args.normalization), tag=args.tag)
+  print(f"wrote {args.output} (w = {weight:g}, {args.normalization})")
+  return 0

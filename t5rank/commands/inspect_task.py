@@ -1,0 +1,51 @@
+"""`t5rank inspect-task NAME`: print a few examples of a SeqIO task exactly as the model gets them.
+
+The first triples of the split, in source order, each as its positive then its negative example.
+For each example: the input text, the target text, and the token ids with their pieces, e.g.
+
+    t5rank inspect-task insuranceqa_en_monot5_hot_cold --split validation --n 2
+    t5rank inspect-task msmarco_passage_monot5_true_false \
+        --gin_param="msmarco_passage_triples.path = '/data/msmarco/triples.train.small.tsv'"
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("inspect-task", help="print decoded examples of a SeqIO task",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("name", help="task name, e.g. insuranceqa_en_monot5_true_false")
+  p.add_argument("--split", default="train")
+  p.add_argument("--n", type=int, default=3, help="number of examples (default: 3)")
+  p.add_argument("--seed", type=int, default=0, help="seed of the negatives drawn")
+  p.add_argument("--max_length", type=int, default=512, help="input length limit (default: 512)")
+  p.add_argument("--gin_file", action="append", default=[], help="gin file(s) binding data paths")
+  p.add_argument("--gin_param", action="append", default=[], help="gin binding(s)")
+  p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  import gin
+  import seqio
+
+  import t5rank.tasks  # noqa: F401  (registers the tasks)
+  from t5rank.data.preprocessors import features_vocabulary
+
+  gin.parse_config_files_and_bindings(args.gin_file, args.gin_param)
+  task = seqio.get_mixture_or_task(args.name)
+  if args.split not in task.splits:
+    raise SystemExit(f"{args.name} has no split {args.split!r}; it has {list(task.splits)}")
+  vocab = features_vocabulary(task.output_features)
+  dataset = task.get_dataset({"inputs": args.max_length, "targets": 2}, split=args.split,
+                             shuffle=False, seed=args.seed)
+  for i, ex in enumerate(dataset.take(args.n).as_numpy_iterator()):
+    print(f"--- example {i} (label {ex['label']})")
+    print(f"inputs text:  {ex['inputs_pretokenized'].decode()}")
+    print(f"targets text: {ex['targets_pretokenized'].decode()}")
+    for feature in ("inputs", "targets"):
+      ids = [int(t) for t in ex[feature]]
+      print(f"{feature} ({len(ids)} ids): {ids}")
+      print(f"{feature} pieces: {[vocab.id_to_piece(t) for t in ids]}")
+  return 0

@@ -1,0 +1,144 @@
+"""`t5rank score`: rerank a candidate run with a checkpoint; the pipeline is in `t5rank.ranking.scorer`."""
+
+from __future__ import annotations
+
+import argparse
+
+import logging
+import os
+import sys
+
+from t5rank.ranking import scorer
+from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
+from t5rank.ranking.scorer import ScoringOptions
+
+
+def parse_targets(text: str) -> str | tuple[str, str]:
+  """`--targets`: a registry name (`true_false`) or a `positive,negative` pair."""
+  if "," in text:
+    positive, negative = text.split(",", 1)
+    return positive, negative
+  return text
+
+
+def checkpoint_bm25_in_input(path: str) -> bool:
+  """Whether a t5rank checkpoint was trained with the BM25 score in its input (metadata.json
+  `bm25_in_input`); False for other formats."""
+  from t5rank.checkpoints import native
+
+  return native.is_native_checkpoint(path) and bool(
+      native.read_metadata(path).get("bm25_in_input", False))
+
+
+def mesh_shape(text: str) -> tuple[int, int]:
+  """`--mesh`: `DATA,MODEL`, positive sizes or one -1."""
+  import argparse
+
+  try:
+    data, model = (int(x) for x in text.split(","))
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected DATA,MODEL (e.g. 2,4 or -1,1), got {text!r}") from None
+  if data == 0 or model == 0 or data < -1 or model < -1 or (data, model) == (-1, -1):
+    raise argparse.ArgumentTypeError(f"expected positive sizes or one -1, got {text!r}")
+  return data, model
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("score", help="rerank a candidate run with a reranker checkpoint",
+                            description=scorer.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--checkpoint", required=True, help="checkpoint in any format t5rank loads")
+  p.add_argument("--config", help="model config name (see t5rank.models.config), for checkpoints without "
+                 "one (Mesh TF, t5x)")
+  p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
+  p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
+  p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
+  p.add_argument("--output", required=True, help="the reranked TREC run to write")
+  p.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
+                 help="how window scores make a document score (default: maxp)")
+  p.add_argument("--window", type=int, default=DOCUMENT_WINDOW,
+                 help=f"sentences per window, 0 for whole documents (default: {DOCUMENT_WINDOW})")
+  p.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
+                 help=f"sentences between window starts (default: {DOCUMENT_STRIDE})")
+  p.add_argument("--language", default="en", help="language code for the sentence splitter")
+  p.add_argument("--max-length", type=int,
+                 help="input tokens, at most (default: the checkpoint's training input length "
+                 "from its metadata.json, else 512)")
+  p.add_argument("--batch-tokens", type=int,
+                 help="padded tokens per batch, over all local devices (default: 2048 per CPU "
+                 "device, 16384 per device on GPU/TPU)")
+  p.add_argument("--cpu-devices", type=int,
+                 help="on a CPU: the devices each batch is split over, each computing its share on "
+                 "its own (default: one per core this process may use; 1 gives one device using all "
+                 "cores). No effect on GPU/TPU")
+  p.add_argument("--shard-size", type=int, default=ScoringOptions.shard_size,
+                 help="passages per output shard (the unit of resumption)")
+  p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")
+  p.add_argument("--skip-missing", action="store_true",
+                 help="skip candidates whose query or document is unknown (and report them)")
+  p.add_argument("--tag", default=ScoringOptions.tag, help="run tag (last column)")
+  p.add_argument("--vocab", help="vocabulary: a name (t5, insuranceqa_en_8k) or a SentencePiece "
+                 "model (default: the one the checkpoint's metadata.json names, else T5's)")
+  p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
+                 "(default: the checkpoint's metadata.json `target_words`, else true_false)")
+  p.add_argument("--bm25-in-input", action=argparse.BooleanOptionalAction, default=None,
+                 help="write each candidate's score from --run (a BM25 run) into the input, "
+                 "`Query: q BM25: 12 Document: d Relevant:` (default: as the checkpoint's "
+                 "metadata.json says; see t5rank.data.bm25_input)")
+  p.add_argument("--dtype", choices=("float32", "bfloat16"),
+                 help="cast the parameters and activations (default: as stored, float32 for "
+                 "t5rank's checkpoints; float32 is the reference)")
+  p.add_argument("--mesh", type=mesh_shape, default=ScoringOptions.mesh_shape, metavar="DATA,MODEL",
+                 help="device mesh over this host's devices, as in training: parameters are split "
+                 "over MODEL by the trainer's logical-axis rules, batches over DATA; -1 = all the "
+                 "remaining devices (default: -1,1, every device on data)")
+  p.add_argument("--distributed", action="store_true",
+                 help="call jax.distributed.initialize() first (one process per host)")
+  p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  import jax
+
+  from t5rank.data.readers import InputFormatError, read_corpus, read_queries, read_run
+  from t5rank.models.reranker import load_reranker
+  from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
+  from t5rank.ranking.devices import use_cpu_devices
+
+  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+  logging.getLogger("t5rank").setLevel(logging.INFO)
+  if args.cpu_devices is not None and args.cpu_devices < 1:
+    raise SystemExit(f"t5rank score: --cpu-devices must be >= 1, got {args.cpu_devices}")
+  use_cpu_devices(args.cpu_devices)
+  if args.distributed:
+    jax.distributed.initialize()
+  try:  # bad input fails before the checkpoint is loaded
+    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
+    candidates = check_candidates(read_run(args.run), queries, corpus,
+                                  skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
+    bm25_in_input = args.bm25_in_input
+    if bm25_in_input is None:
+      bm25_in_input = checkpoint_bm25_in_input(args.checkpoint)
+    if bm25_in_input:
+      first_stage_scores(candidates)
+  except (InputFormatError, MissingIdsError, ValueError) as e:
+    raise SystemExit(f"t5rank score: {e}") from None
+  reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
+      "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
+      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": bm25_in_input})
+  options = ScoringOptions(
+      aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
+      batch_tokens=args.batch_tokens, shard_size=args.shard_size, skip_missing=args.skip_missing,
+      tag=args.tag, mesh_shape=args.mesh)
+  try:
+    reranked = scorer.score_candidates(
+        reranker, params, queries=queries, corpus=corpus, candidates=candidates,
+        output=args.output, options=options, per_passage_output=args.per_passage_output,
+        model_id=os.path.abspath(args.checkpoint), sources=(args.queries, args.corpus))
+  except KeyboardInterrupt:
+    print(f"\ninterrupted: finished shards are kept in {args.output}.shards; run the same command "
+          "again to continue", file=sys.stderr)
+    return 130
+  if jax.process_index() == 0:
+    documents = sum(map(len, reranked.values()))
+    print(f"wrote {documents} documents for {len(reranked)} queries to {args.output}")
+  return 0

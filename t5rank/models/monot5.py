@@ -1,0 +1,160 @@
+"""The monoT5 score, defined once: log P(positive word) from the encoder and ONE decoder step.
+
+    encoder(ids) -> decoder([0]) -> logits of the two target words only -> log-softmax over the two
+
+`MonoT5` is the `t5rank.models.reranker.Reranker` around it: the input template and tokenization
+(`t5rank.models.inputs`), length buckets (`t5rank.ranking.batching`), and loading from a checkpoint
+with the vocabulary, target words and input options its metadata.json names. Training-time
+evaluation, the `t5rank score` command, the demo and the benchmarks all score through it.
+Only the two rows of the output projection are computed, which gives the same numbers as slicing
+the full-vocabulary logits (tests/test_score.py checks it to 1e-6).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from t5rank.models.config import T5Config
+from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds, TemplateIds, assemble
+from t5rank.models.network import T5, param_axes
+from t5rank.models.reranker import Batch, Reranker, cast_params
+from t5rank.models.vocab import TargetSpec, Vocabulary
+
+
+def monot5_score(params, encoder_input_tokens: jax.Array, *, config: T5Config,
+                 target_ids: tuple[int, int]) -> tuple[jax.Array, jax.Array]:
+  """(log P(positive), P(positive)), each (B,), for padded encoder ids (B, L) (0 = padding).
+
+  `target_ids` is (positive id, negative id); P is the softmax over those two logits only. A pure,
+  jittable function of `params` and the ids.
+  """
+  model = T5(config)
+  tokens = jnp.asarray(encoder_input_tokens)
+  decoder_input = jnp.zeros((tokens.shape[0], 1), jnp.int32)  # the start id 0
+
+  def two_logits(module: T5):
+    encoded = module.encode(tokens)
+    return module.decode(encoded, tokens, decoder_input, vocab_ids=jnp.asarray(target_ids))
+
+  logits = model.apply({"params": params}, method=two_logits)[:, 0, :]  # (B, 2)
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  return log_probs[:, 0], jnp.exp(log_probs[:, 0])
+
+
+@functools.partial(jax.jit, static_argnames=("config", "target_ids"))
+def score_step(params, encoder_input_tokens: jax.Array, *, config: T5Config,
+               target_ids: tuple[int, int]) -> tuple[jax.Array, jax.Array]:
+  """`monot5_score` compiled; one compilation per (config, targets, input shape)."""
+  return monot5_score(params, encoder_input_tokens, config=config, target_ids=target_ids)
+
+
+class MonoT5(Reranker):
+  """monoT5 as a `Reranker`: `Query: q Document: d Relevant:` (with `bm25_in_input`, `Query: q BM25:
+  12 Document: d Relevant:`, `t5rank.data.bm25_input`) cut to `max_length` ids, scored by
+  `score_step`: (log P(positive word), P(positive word))."""
+
+  name = "monot5"
+
+  def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,
+               max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False):
+    if vocab.vocab_size > config.vocab_size:
+      raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model only "
+                       f"{config.vocab_size} embedding rows; give the vocabulary it was trained "
+                       "with (--vocab)")
+    self.config = config
+    self.vocab = vocab
+    self.target_ids = tuple(int(i) for i in target_ids)
+    self.max_length = max_length
+    self.bm25_in_input = bm25_in_input
+
+  @property
+  def reads_first_stage(self) -> bool:
+    return self.bm25_in_input
+
+  def encode(self, queries: Sequence[str], passages: Sequence[str],
+             first_stage: Optional[Sequence[float]] = None) -> list[list[int]]:
+    """Ids (with EOS, unpadded) of each pair's input, as `t5rank.models.inputs.encode_pairs` makes
+    them, tokenizing each distinct query and passage once."""
+    if len(queries) != len(passages):
+      raise ValueError(f"{len(queries)} queries but {len(passages)} passages")
+    if self.bm25_in_input and (first_stage is None or len(first_stage) != len(queries)):
+      raise ValueError("this monoT5 reads each pair's BM25 score: give one score per pair")
+    marks, score_ids = TemplateIds(self.vocab), ScoreIds(self.vocab)
+    distinct_queries = list(dict.fromkeys(queries))
+    query_ids = dict(zip(distinct_queries, self.vocab.encode_batch(distinct_queries)))
+    distinct_passages = list(dict.fromkeys(passages))
+    passage_ids = dict(zip(distinct_passages, self.vocab.encode_batch(distinct_passages)))
+    return [assemble(query_ids[q], passage_ids[d], marks, self.max_length,
+                     score_ids(first_stage[i]) if self.bm25_in_input else ())
+            for i, (q, d) in enumerate(zip(queries, passages))]
+
+  def batches(self, examples: Sequence[Sequence[int]], *, batch_tokens: int,
+              row_multiple: int = 1) -> list[Batch]:
+    from t5rank.ranking.batching import bucket_batches
+
+    return bucket_batches(examples, batch_tokens=batch_tokens, max_length=self.max_length,
+                          row_multiple=row_multiple)
+
+  def score_batch(self, params, arrays):
+    (tokens,) = arrays
+    return score_step(params, tokens, config=self.config, target_ids=self.target_ids)
+
+  def param_axes(self):
+    return param_axes(self.config)
+
+  def fingerprint(self) -> dict:
+    return {"model": self.name, "config": json.loads(self.config.to_json()),
+            "vocab": self.vocab.sha256, "targets": list(self.target_ids),
+            "max_length": self.max_length, "bm25_in_input": self.bm25_in_input}
+
+  def describe(self) -> str:
+    return (f"monoT5 ({self.config.num_parameters / 1e6:.1f}M parameters, {self.config.dtype}, "
+            f"targets {self.target_ids}, max_length {self.max_length}"
+            f"{', BM25 score in the input' if self.bm25_in_input else ''})")
+
+  @classmethod
+  def load(cls, checkpoint: str, *, config_name: Optional[str] = None, vocab: Optional[str] = None,
+           targets: Optional[TargetSpec] = None, dtype: Optional[str] = None,
+           max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None):
+    """(MonoT5, parameters) of `checkpoint` (any format): `config_name` for formats without a
+    config; `vocab` (a name of `t5rank.models.vocab.VOCABULARIES` or a path), `targets`,
+    `max_length` and `bm25_in_input` as given, else as the t5rank checkpoint's metadata.json says
+    (`vocabulary`, `target_words`, `feature_lengths.inputs`, `bm25_in_input`), else T5's
+    vocabulary, true_false, 512 and no score. `dtype` ("bfloat16") casts the parameters and the
+    activations; float32 is the default and the reference."""
+    from t5rank.checkpoints import load_checkpoint, native
+    from t5rank.models.config import get_config
+    from t5rank.models.vocab import load_vocabulary, resolve_target_words
+
+    config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
+    if dtype:
+      config = config.replace(dtype=dtype)
+      params = cast_params(params, dtype)
+    metadata = native.read_metadata(checkpoint) if native.is_native_checkpoint(checkpoint) else {}
+    if vocab is not None:
+      vocabulary = load_vocabulary(vocab)
+    elif metadata.get("vocabulary") is not None:
+      vocabulary = load_vocabulary(os.path.join(checkpoint, metadata["vocabulary"]),
+                                   metadata.get("vocabulary_extra_ids"))
+    else:
+      vocabulary = load_vocabulary()
+    stored_targets = metadata.get("target_words")
+    if isinstance(stored_targets, list):
+      stored_targets = tuple(stored_targets)
+    target_ids = resolve_target_words(vocabulary, targets or stored_targets or "true_false")
+    if max_length is None:
+      max_length = metadata.get("feature_lengths", {}).get("inputs", DEFAULT_MAX_LENGTH)
+    if bm25_in_input is None:
+      bm25_in_input = bool(metadata.get("bm25_in_input", False))
+    try:
+      reranker = cls(config, vocabulary, target_ids, max_length=max_length,
+                     bm25_in_input=bm25_in_input)
+    except ValueError as e:
+      raise ValueError(f"{checkpoint}: {e}") from None
+    return reranker, params

@@ -1,0 +1,103 @@
+"""The one interface every reranker serves: `t5rank score`, training-time evaluation, the demo and
+the benchmarks only talk to a `Reranker`.
+
+    pairs (query text, passage text[, first-stage score]) ─► reranker.encode ─► examples
+    ─► reranker.batches (its own shapes: length buckets, row counts) ─► Batch(items, arrays)
+    ─► reranker.score_batch(params, arrays) on the device mesh ─► (score, probability) per row
+
+A reranker holds its configuration, tokenizer and options, not its parameters: `params` travel
+beside it, so that the trainer can evaluate the parameters it is training and the scorer can place
+them on a mesh (`param_axes` names each parameter's logical axes for `t5rank.partitioning`).
+`load_reranker(checkpoint)` reads any checkpoint t5rank knows and returns the reranker its
+metadata names (monoT5 when it names none) with its parameters.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+
+class Batch(NamedTuple):
+  """Rows `items` (indices into the encoded examples) of the padded `arrays`; arrays have at least
+  len(items) rows, the rest padding whose scores are dropped."""
+  items: np.ndarray
+  arrays: tuple[np.ndarray, ...]
+
+
+class Reranker(abc.ABC):
+  """A model that scores (query, passage) pairs. Subclasses set `name` (the `model` key of a
+  checkpoint's metadata.json) and implement the abstract methods; `score_batch` must be a pure,
+  jitted function of the parameters and the arrays."""
+
+  name: str = ""
+
+  @abc.abstractmethod
+  def encode(self, queries: Sequence[str], passages: Sequence[str],
+             first_stage: Optional[Sequence[float]] = None) -> list[Any]:
+    """One model example per (query, passage) pair; `first_stage` gives each pair's first-stage
+    score for models that read it."""
+
+  @abc.abstractmethod
+  def batches(self, examples: Sequence[Any], *, batch_tokens: int,
+              row_multiple: int = 1) -> list[Batch]:
+    """The examples padded into batches of about `batch_tokens` padded tokens, row counts a
+    multiple of `row_multiple` (the data-parallel devices), every example in exactly one batch."""
+
+  @abc.abstractmethod
+  def score_batch(self, params, arrays: Sequence[Any]) -> tuple[Any, Any]:
+    """(score, probability), each (B,), of a batch's padded arrays; higher score = more relevant."""
+
+  @abc.abstractmethod
+  def param_axes(self) -> Any:
+    """The logical axis names of every parameter (a pytree like the parameters)."""
+
+  @abc.abstractmethod
+  def fingerprint(self) -> dict:
+    """Everything besides the parameters that decides the scores (architecture, vocabulary,
+    options), as JSON-able values: a resumed scoring job must see the same."""
+
+  @property
+  @abc.abstractmethod
+  def reads_first_stage(self) -> bool:
+    """Whether `encode` needs each pair's first-stage score."""
+
+  def describe(self) -> str:
+    """One line for logs."""
+    return self.name
+
+
+def cast_params(params, dtype: Optional[str]):
+  """`params` with every floating-point array cast to `dtype` ("float32", "bfloat16"); None or
+  "float32" of float32 parameters leaves them as they are."""
+  import jax
+  import jax.numpy as jnp
+
+  if dtype is None:
+    return params
+  target = jnp.dtype(dtype)
+  return jax.tree.map(
+      lambda x: x.astype(target) if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != target
+      else x, params)
+
+
+def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
+                  options: Optional[Mapping[str, Any]] = None) -> tuple[Reranker, Any]:
+  """(reranker, parameters) of `checkpoint` (any format `t5rank.checkpoints.load_checkpoint` reads);
+  the model is the one its t5rank metadata.json names under `model` (monoT5 when absent, as for
+  every Hugging Face, Mesh TF or t5x checkpoint). `options` are the model's own overrides (for
+  monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as stored"."""
+  from t5rank.checkpoints import native
+  from t5rank.models import monot5
+
+  name = "monot5"
+  if native.is_native_checkpoint(checkpoint):
+    name = native.read_metadata(checkpoint).get("model", "monot5")
+  models = {monot5.MonoT5.name: monot5.MonoT5}
+  if name not in models:
+    raise ValueError(f"{checkpoint}: metadata.json names the model {name!r}; this t5rank knows "
+                     f"{sorted(models)}")
+  return models[name].load(checkpoint, config_name=config_name,
+                           **{k: v for k, v in (options or {}).items() if v is not None})

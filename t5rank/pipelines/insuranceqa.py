@@ -1,0 +1,301 @@
+"""The main job: InsuranceQA v2 end to end -- BM25, fine-tuning, monoT5 reranking, evaluation.
+
+    test split (English) ─► BM25 over each query's answer pool (k1 0.9, b 0.4), top DEPTH
+       (by default 1000, i.e. the whole pool of ~200 answers)
+    ─► model: WORKDIR/model/final when it was trained by the same gin recipe, else `t5rank train`'s
+       code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run)
+    ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
+    ─► hybrid: BM25 and monoT5 scores interpolated (`t5rank fuse`), the weight chosen on the first
+       TUNE_QUERIES validation queries (their BM25 top DEPTH, scored the same way)
+    ─► BM25 vs BM25+monoT5 vs hybrid: MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25
+       (Bonferroni over the two) ─► table, JSON, PNG
+
+The work directory holds:
+    data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`)
+    data_valid/    the same for the validation split (for the hybrid's weight)
+    index/         the BM25 index, reused while the corpus and the BM25 settings are the same
+    model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
+    bm25.run       BM25's top DEPTH of each query's pool
+    monot5.run     the same candidates reranked by monoT5 (score: log P(true))
+    hybrid.run     the same candidates by interpolated score (weight in results.json)
+    valid_bm25.run, valid_monot5.run   the validation queries' runs the weight was tuned on
+    results.json   settings, stage timings, the evaluation report (`t5rank.evaluation.metrics.evaluate`)
+    results.png    bar chart of the three systems with the p-values
+All runs hold the same DEPTH candidates per query, so the comparison is between orderings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from typing import Optional, Sequence
+
+from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
+from t5rank.data.readers import atomic_write
+
+DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
+DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
+# BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the
+# candidate set InsuranceQA defines) and monoT5 reranks all of it; with a depth of 100, a quarter of
+# the test queries keep no relevant answer at all.
+DEFAULT_DEPTH = 1000
+METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
+SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
+TUNE_QUERIES = 200
+BM25_K1, BM25_B = DEFAULT_K1, DEFAULT_B
+RECIPE_FILE = "recipe.json"
+_MODEL_DIR_PLACEHOLDER = "MODEL_DIR"
+
+
+def _read_json(path: str) -> Optional[dict]:
+  """The JSON object in `path`, or None when there is no such file."""
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _stage(name: str) -> float:
+  print(f"== {name}", flush=True)
+  return time.perf_counter()
+
+
+def _done(name: str, start: float, timings: dict[str, float], detail: str = "") -> None:
+  timings[name] = round(time.perf_counter() - start, 1)
+  print(f"== {name}: {timings[name]:.1f} s{'; ' + detail if detail else ''}", flush=True)
+
+
+# ------------------------------------------------------------------------------------- the model
+
+
+def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
+  """{"gin": the resolved gin configuration with MODEL_DIR left out, "sha256": its hash}: what
+  decides the trained model, wherever its directory is."""
+  import gin
+
+  from t5rank.training import gin_config as train_cli
+
+  gin.clear_config()
+  train_cli.parse_gin(list(gin_files),
+                      [*bindings, f"MODEL_DIR = {_MODEL_DIR_PLACEHOLDER!r}"])
+  text = gin.config_str()
+  gin.clear_config()
+  return {"gin": text, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[str], *,
+                  retrain: bool = False) -> tuple[str, bool]:
+  """(path of the final checkpoint, whether it was trained now). Reuses `model_dir/final` when
+  `model_dir/recipe.json` holds the same recipe (and `retrain` is off); resumes the run in
+  `model_dir` when its recipe is the same but training did not finish; otherwise moves an existing
+  `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start."""
+  import gin
+
+  from t5rank.training import gin_config as train_cli
+  from t5rank.checkpoints import native
+
+  wanted = recipe(gin_files, bindings)
+  final = os.path.join(model_dir, "final")
+  recipe_path = os.path.join(model_dir, RECIPE_FILE)
+  saved = _read_json(recipe_path)
+  same = saved is not None and saved.get("sha256") == wanted["sha256"]
+  if same and not retrain and native.is_native_checkpoint(final):
+    print(f"using the model in {final} (trained by the same recipe, {wanted['sha256'][:12]})",
+          flush=True)
+    return final, False
+  if os.path.exists(model_dir) and (retrain or not same):
+    previous = model_dir.rstrip(os.sep) + ".previous"
+    reason = "--retrain" if retrain else (
+        "it holds no recipe.json" if saved is None else "it was trained by a different recipe")
+    print(f"{model_dir}: {reason}; moving it to {previous} and training anew", flush=True)
+    shutil.rmtree(previous, ignore_errors=True)
+    os.rename(model_dir, previous)
+  elif same:
+    print(f"resuming the unfinished training run in {model_dir}", flush=True)
+  os.makedirs(model_dir, exist_ok=True)
+  with atomic_write(recipe_path) as f:
+    json.dump(wanted, f, indent=1)
+  gin.clear_config()
+  train_cli.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
+  try:
+    train_cli.train_configured()
+  finally:
+    gin.clear_config()
+  return final, True
+
+
+def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus, candidates,
+            candidates_path: str, run_path: str, progress: bool):
+  """(the reranker's run over `candidates`, whether it was reused): `run_path` is reused when its
+  stamp (`run_path`.json: model, input length, hash of `candidates_path`) matches and no model was
+  trained now; otherwise the candidates are scored (resuming from `run_path`.shards)."""
+  from t5rank.data.readers import read_run
+  from t5rank.ranking.scorer import ScoringOptions, score_candidates
+
+  if trained_now:  # shards of an interrupted reranking with an earlier model
+    shutil.rmtree(run_path + ".shards", ignore_errors=True)
+  with open(candidates_path, "rb") as f:
+    stamp = {"model": model_id, "max_length": reranker.max_length,
+             "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
+  stamp_path = run_path + ".json"
+  if not trained_now and os.path.exists(run_path) and _read_json(stamp_path) == stamp:
+    return read_run(run_path), True
+  run = score_candidates(reranker, params, queries=queries, corpus=corpus, candidates=candidates,
+                         output=run_path, options=ScoringOptions(window=0, tag="monot5"),
+                         model_id=model_id, progress=progress)
+  with atomic_write(stamp_path) as f:
+    json.dump(stamp, f, indent=1)
+  return run, False
+
+
+# ------------------------------------------------------------------------------------ the chart
+
+
+def plot_comparison(report: dict, path: str, title: str) -> None:
+  """A PNG bar chart of each run's mean per metric (`report` from `t5rank.evaluation.metrics.evaluate`),
+  with the p-value of each compared run under the metric's name; written atomically (Agg)."""
+  import numpy as np
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+
+  metrics, runs = report["metrics"], report["runs"]
+  x = np.arange(len(metrics))
+  width = 0.8 / len(runs)
+  fig = Figure(figsize=(8, 4.5), dpi=120)
+  FigureCanvasAgg(fig)
+  ax = fig.add_subplot()
+  for i, r in enumerate(runs):
+    bars = ax.bar(x + (i - (len(runs) - 1) / 2) * width, [r["mean"][m] for m in metrics], width,
+                  label=r["name"])
+    ax.bar_label(bars, fmt="%.3f", fontsize=8)
+  labels = [m + "".join(f"\np={r['vs_baseline'][m]['p_bonferroni']:.2g}" for r in runs[1:])
+            for m in metrics]
+  ax.set_xticks(x, labels)
+  ax.set_ylim(0, min(1.0, 1.3 * max(r["mean"][m] for r in runs for m in metrics) + 0.05))
+  ax.set_title(title, fontsize=10)
+  ax.legend(loc="upper left", ncols=len(runs), fontsize=9)
+  fig.tight_layout()
+  with atomic_write(path, "wb") as f:
+    fig.savefig(f, format="png")
+
+
+# ------------------------------------------------------------------------------------ the job
+
+
+def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPTH,
+                    num_queries: Optional[int] = None,
+                    gin_files: Sequence[str] = (DEFAULT_GIN_FILE,),
+                    gin_bindings: Sequence[str] = (), retrain: bool = False,
+                    tune_queries: int = TUNE_QUERIES, progress: bool = True) -> dict:
+  """Runs the job (module docstring) in `workdir` on the first `num_queries` test queries (all 2,000
+  when None), reranking BM25's top `depth`; training uses `gin_files` and `gin_bindings` (gin
+  binding strings, MODEL_DIR excepted). Returns what results.json holds."""
+  from t5rank.evaluation import metrics as evaluation
+  from t5rank.ranking import fusion
+  from t5rank.checkpoints import native
+  from t5rank.data.insuranceqa import export_insuranceqa
+  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
+  from t5rank.models.monot5 import MonoT5
+
+  if depth < 1 or tune_queries < 1 or (num_queries is not None and num_queries < 1):
+    raise ValueError("depth and the numbers of queries must be positive, got "
+                     f"{depth}, {num_queries}, {tune_queries}")
+  timings: dict[str, float] = {}
+  os.makedirs(workdir, exist_ok=True)
+  paths = {name: os.path.join(workdir, name)
+           for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run", "hybrid.run",
+                        "results.json", "results.png")}
+  begin = time.perf_counter()
+
+  start = _stage("export: InsuranceQA v2 test split, English")
+  data = export_insuranceqa(os.path.join(workdir, "data"), split="test", language="en")
+  queries = read_queries(data["queries.tsv"])
+  queries = dict(list(queries.items())[:num_queries])
+  qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items() if qid in queries}
+  corpus = read_corpus(data["corpus.jsonl"])
+  pool = read_run(data["pool.run"])
+  _done("export", start, timings, f"{len(queries)} queries, {len(corpus)} answers")
+
+  start = _stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}) over each query's answer pool, top {depth}")
+  retriever = BM25.open(corpus, os.path.join(workdir, "index"), k1=BM25_K1, b=BM25_B,
+                        language="en")
+  bm25 = retriever.retrieve(queries, k=depth, candidates=pool)
+  write_run(paths["bm25.run"], bm25, tag="bm25")
+  pairs = sum(map(len, bm25.values()))
+  whole = all(len(bm25.get(qid, ())) == len(pool[qid]) for qid in queries)
+  candidates = "each query's whole pool" if whole else f"BM25's top {depth}"
+  _done("bm25", start, timings, f"{pairs} candidates ({candidates})")
+
+  start = _stage("model")
+  model_dir = os.path.join(workdir, "model")
+  checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain)
+  reranker, params = MonoT5.load(checkpoint)
+  config = reranker.config
+  metadata = native.read_metadata(checkpoint)
+  _done("train" if trained else "load model", start, timings, checkpoint)
+
+  max_length = reranker.max_length
+  recipe_sha256 = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
+  model_id = f"{os.path.abspath(checkpoint)}@{recipe_sha256}"
+  start = _stage(f"rerank: monoT5 on {candidates} ({pairs} pairs)")
+  monot5, reused = _rerank(reranker, params, model_id, trained, queries, corpus, bm25,
+                           paths["bm25.run"], paths["monot5.run"], progress)
+  _done("reuse run" if reused else "rerank", start, timings,
+        f"{paths['monot5.run']}, scored by the same model" if reused else
+        f"{pairs / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, compilation and "
+        "tokenization included")
+
+  start = _stage(f"tune: the BM25/monoT5 interpolation weight on {tune_queries} validation queries")
+  valid = export_insuranceqa(os.path.join(workdir, "data_valid"), split="validation",
+                             language="en")
+  valid_queries = dict(list(read_queries(valid["queries.tsv"]).items())[:tune_queries])
+  valid_qrels = {qid: docs for qid, docs in read_qrels(valid["qrels.txt"]).items()
+                 if qid in valid_queries}
+  valid_bm25 = retriever.retrieve(valid_queries, k=depth, candidates=read_run(valid["pool.run"]))
+  write_run(paths["valid_bm25.run"], valid_bm25, tag="bm25")
+  valid_monot5, _ = _rerank(reranker, params, model_id, trained, valid_queries, corpus, valid_bm25,
+                            paths["valid_bm25.run"], paths["valid_monot5.run"], progress)
+  weight, tuning = fusion.tune_weight(valid_qrels, valid_bm25, valid_monot5, metric="MRR")
+  hybrid = fusion.interpolate(bm25, monot5, weight)
+  write_run(paths["hybrid.run"], hybrid, tag="hybrid")
+  _done("tune", start, timings, f"w = {weight:g} (validation MRR {tuning[0.0]:.4f} at w = 0, "
+        f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
+
+  start = _stage("evaluate")
+  report = evaluation.evaluate(qrels, dict(zip(SYSTEMS, (bm25, monot5, hybrid))), METRICS)
+  print(evaluation.format_table(report), flush=True)
+  _done("evaluate", start, timings)
+  timings["total"] = round(time.perf_counter() - begin, 1)
+
+  results = {
+      "dataset": "InsuranceQA v2, test split, English (answer pools)",
+      "queries": len(queries), "depth": depth, "candidates": candidates,
+      "bm25": {"k1": BM25_K1, "b": BM25_B},
+      "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
+                "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
+                "max_length": max_length,
+                "bm25_in_input": bool(metadata.get("bm25_in_input"))},
+      "hybrid": {"weight": weight, "normalization": "zscore", "tuned_on":
+                 f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
+                 "validation_MRR": {f"{w:g}": v for w, v in tuning.items()}},
+      "timings_s": timings, "evaluation": report,
+      "files": {"bm25": paths["bm25.run"], "monot5": paths["monot5.run"],
+                "hybrid": paths["hybrid.run"],
+                "chart": paths["results.png"], "qrels": data["qrels.txt"]},
+  }
+  plot_comparison(report, paths["results.png"],
+                  f"InsuranceQA v2 test, {len(queries)} queries: {candidates} (BM25)\n"
+                  f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
+                  f"{metadata.get('step')}"
+                  f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}),\n"
+                  f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation); "
+                  "p Bonferroni-corrected")
+  with atomic_write(paths["results.json"]) as f:
+    json.dump(results, f, indent=1)
+  print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
+        f"{paths['results.json']}, {paths['results.png']}; total {timings['total']:.1f} s",
+        flush=True)
+  return results

@@ -1,0 +1,68 @@
+"""Where scoring runs: the device mesh, parameters placed by the trainer's logical-axis rules, and
+one JAX CPU device per core on a CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional, Sequence
+
+logger = logging.getLogger(__name__)
+
+
+def cpu_cores() -> int:
+  """The cores this process may run on."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def use_cpu_devices(count: Optional[int] = None) -> int:
+  """Makes JAX's CPU backend `count` devices (default: one per core of `cpu_cores`); returns the
+  count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
+  `count` concurrent computations, one per core, instead of one computation whose small matrix
+  products XLA spreads thinly over all cores: 1.2 to 1.5x the pairs/s of the tiny model on 2 cores,
+  about the same for t5_small, the same scores (BENCHMARKS.md, "One CPU device per core"). GPUs and
+  TPUs are unaffected (their devices are not the CPU backend's). Takes effect only before JAX starts its backends; later it logs a
+  warning and changes nothing."""
+  import jax
+
+  count = cpu_cores() if count is None else count
+  if count < 1:
+    raise ValueError(f"the number of CPU devices must be >= 1, got {count}")
+  try:
+    jax.config.update("jax_num_cpu_devices", count)
+  except RuntimeError:  # the backends already exist
+    current = jax.local_device_count("cpu")
+    if current != count:
+      logger.warning("JAX has started with %d CPU device(s); %d asked for are not used", current,
+                     count)
+    return current
+  return count
+
+
+def scoring_mesh(mesh_shape: Sequence[int] = (-1, 1)):
+  """The (data, model) mesh the scorer runs on, over this host's devices (each host of a pod scores
+  its own shards): `mesh_shape` as in training, (-1, 1) = all devices on data (the default)."""
+  import jax
+
+  from t5rank.partitioning import create_mesh
+
+  return create_mesh(mesh_shape, jax.local_devices())
+
+
+def default_batch_tokens(mesh) -> int:
+  """Padded tokens per batch: 2048 per CPU device (small, cache-sized batches were fastest there;
+  see BENCHMARKS.md), 16384 per device on GPU and TPU."""
+  per_device = 2048 if mesh.devices.flat[0].platform == "cpu" else 16384
+  return per_device * mesh.devices.size
+
+
+def place_params(params, axes, mesh):
+  """`params` on `mesh`, each split by its logical `axes` and t5rank's one table of rules
+  (`t5rank.partitioning.LOGICAL_AXIS_RULES`): replicated on a (n, 1) mesh, the wide dimensions
+  (vocab, mlp, heads) split over `model` otherwise."""
+  import jax
+
+  from t5rank.partitioning import shardings_for
+
+  return jax.device_put(params, shardings_for(params, axes, mesh))

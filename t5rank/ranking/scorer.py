@@ -1,0 +1,203 @@
+"""The scorer: rerank a candidate run with any `Reranker`, resumably, on a (data, model) mesh.
+
+    t5rank score --checkpoint CKPT --queries Q --corpus C --run CANDIDATES --output OUT
+
+The pipeline, one shard at a time (a shard is `shard_size` consecutive passages of the candidates):
+    candidates ─► passages (sentence windows, `candidates`) ─► reranker.encode + reranker.batches
+    (in a background thread, `batching.prefetch`) ─► reranker.score_batch on the mesh, parameters
+    placed by the trainer's logical-axis rules (`devices`) ─► shard file (atomic, `shards`)
+    ─► when all shards exist: aggregate windows, sort, write the run (atomic)
+
+For monoT5 the score is `t5rank.models.monot5.monot5_score`'s log P(positive word). A document's
+score aggregates its windows (MaxP by default); each query's documents are sorted by score,
+descending, ties broken by docid, ascending. A reranker that reads first-stage scores (monoT5
+trained with the BM25 score in its input, `t5rank.data.bm25_input`) takes each candidate's score
+from the candidates run, which must then be a BM25 run with scores (`t5rank retrieve`'s). Shards
+live in `OUT.shards/` until the run is written; rerunning the same command after an interruption
+scores only the shards that are missing. On several hosts (`--distributed`), host i scores shards
+i, i + n, ... into the same (shared) directory and host 0 writes the run.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from t5rank.data.readers import Document, Run, write_run
+from t5rank.models.reranker import Batch, Reranker
+from t5rank.ranking import shards
+from t5rank.ranking.batching import prefetch
+from t5rank.ranking.candidates import (candidate_passages, check_candidates,
+                                       first_stage_scores)
+from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
+from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringOptions:
+  """How candidates become scored passages and a run. `batch_tokens` is the padded token budget of
+  one batch (None: `default_batch_tokens`); `shard_size` the number of passages per output shard;
+  `mesh_shape` the (data, model) mesh over this host's devices, (-1, 1) = all on data."""
+  aggregation: str = "maxp"
+  window: int = DOCUMENT_WINDOW
+  stride: int = DOCUMENT_STRIDE
+  language: str = "en"
+  batch_tokens: Optional[int] = None
+  shard_size: int = 10_000
+  skip_missing: bool = False
+  tag: str = "t5rank"
+  mesh_shape: tuple[int, int] = (-1, 1)
+
+
+def score_batches(reranker: Reranker, params, batches: Iterable[Batch], num_items: int, *,
+                  mesh, on_batch: Optional[Callable[[int], None]] = None,
+                  in_flight: int = 2) -> tuple[np.ndarray, np.ndarray]:
+  """(score, P), each (num_items,) float32 in item order, of the batches' rows through
+  `reranker.score_batch`, rows split over the mesh's `data` axis. Up to `in_flight` batches are
+  dispatched before the oldest is read back, so that the host prepares the next batch while the
+  devices compute. `on_batch(n)` is called as each batch of n items lands."""
+  import jax
+
+  from t5rank.partitioning import batch_sharding
+
+  sharding = batch_sharding(mesh)
+  scores = np.full(num_items, np.nan, np.float32)
+  p = np.full(num_items, np.nan, np.float32)
+  pending: collections.deque = collections.deque()
+
+  def land() -> None:
+    batch, (batch_scores, batch_p) = pending.popleft()
+    n = len(batch.items)
+    scores[batch.items] = np.asarray(batch_scores, np.float32)[:n]
+    p[batch.items] = np.asarray(batch_p, np.float32)[:n]
+    if on_batch is not None:
+      on_batch(n)
+
+  for batch in batches:
+    arrays = tuple(jax.device_put(a, sharding) for a in batch.arrays)
+    pending.append((batch, reranker.score_batch(params, arrays)))
+    if len(pending) > in_flight:
+      land()
+  while pending:
+    land()
+  return scores, p
+
+
+def params_fingerprint(params) -> str:
+  """A hash of the parameters' names, shapes, dtypes and values (their bytes), so that a resumed job
+  refuses other weights at the same path."""
+  import jax
+
+  h = hashlib.sha256()
+  for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+    array = np.asarray(leaf)
+    h.update(f"{jax.tree_util.keystr(path)}{array.shape}{array.dtype}".encode())
+    h.update(np.ascontiguousarray(array).tobytes())
+  return h.hexdigest()
+
+
+def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
+                     corpus: Mapping[str, Document], candidates: Run, output: str,
+                     options: ScoringOptions = ScoringOptions(),
+                     per_passage_output: Optional[str] = None, model_id: str = "",
+                     sources: tuple[str, str] = ("queries", "corpus"), progress: bool = True) -> Run:
+  """Scores `candidates` with `reranker` and `params` and writes the reranked run to `output` (and
+  every passage's scores to `per_passage_output`); returns the run (on host 0; {} on other hosts).
+
+  Resumable: shards go to `output + ".shards/"`, and a rerun with the same inputs scores only the
+  missing ones. `model_id` names the weights (e.g. the checkpoint path) in the resume check.
+  """
+  import jax
+  from tqdm import tqdm
+
+  candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
+                                sources=sources)
+  pairs, passages = candidate_passages(candidates, corpus, window=options.window,
+                                       stride=options.stride, language=options.language)
+  first_stage = first_stage_scores(candidates) if reranker.reads_first_stage else None
+  num_shards = max(1, -(-len(pairs) // options.shard_size))
+  directory = output + ".shards"
+  mesh = scoring_mesh(options.mesh_shape)
+  batch_tokens = options.batch_tokens or default_batch_tokens(mesh)
+  settings = {"model": model_id, **reranker.fingerprint(), **dataclasses.asdict(options),
+              "batch_tokens": batch_tokens}
+  for irrelevant in ("aggregation", "skip_missing", "tag", "mesh_shape"):  # they only shape the run
+    settings.pop(irrelevant)
+  if first_stage is not None:  # the scores are part of the inputs
+    settings["first_stage_sha256"] = hashlib.sha256(
+        json.dumps(sorted((*key, s) for key, s in first_stage.items())).encode()).hexdigest()
+  shards.open_shard_directory(directory, {
+      "fingerprint": shards.fingerprint(pairs, queries, passages, settings),
+      "num_shards": num_shards, "num_pairs": len(pairs)})
+
+  host, hosts = jax.process_index(), jax.process_count()
+  shard_pairs = [pairs[k * options.shard_size:(k + 1) * options.shard_size]
+                 for k in range(num_shards)]
+  mine = list(range(host, num_shards, hosts))
+  todo = [k for k in mine
+          if not os.path.exists(shards.shard_path(directory, k, num_shards))]
+  logger.info("%d pairs in %d shards; this host (%d of %d) has %d shards, %d already done; %s on "
+              "a (data %d, model %d) mesh", len(pairs), num_shards, host, hosts, len(mine),
+              len(mine) - len(todo), reranker.describe(), mesh.shape["data"], mesh.shape["model"])
+
+  device_params = place_params(params, reranker.param_axes(), mesh)
+
+  def prepare(k: int) -> tuple[int, list[Batch]]:
+    chunk = shard_pairs[k]
+    examples = reranker.encode(
+        [queries[p.qid] for p in chunk], [passages[p.docid][p.window] for p in chunk],
+        [first_stage[p.qid, p.docid] for p in chunk] if first_stage is not None else None)
+    return k, reranker.batches(examples, batch_tokens=batch_tokens,
+                               row_multiple=mesh.shape["data"])
+
+  total = sum(len(shard_pairs[k]) for k in mine)
+  with tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
+            desc="scoring", disable=not progress, smoothing=0.05,
+            mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log file: every 30 s
+    for k, batches in prefetch(map(prepare, todo)):
+      scores, p = score_batches(reranker, device_params, batches, len(shard_pairs[k]), mesh=mesh,
+                                on_batch=bar.update)
+      shards.write_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k], scores, p)
+
+  if hosts > 1:
+    from jax.experimental import multihost_utils
+    multihost_utils.sync_global_devices("t5rank score: all shards written")
+  if host != 0:
+    return {}
+  rows = [row for k in range(num_shards)
+          for row in shards.read_shard(shards.shard_path(directory, k, num_shards))]
+  run, winners = shards.rank_documents(rows, options.aggregation)
+  if per_passage_output:
+    from t5rank.data.readers import atomic_write
+
+    with atomic_write(per_passage_output) as f:
+      for pair, lp, pp in rows:
+        best = int(winners[pair.qid, pair.docid] == pair.window)
+        f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\t{best}\n")
+  write_run(output, run, options.tag)
+  shutil.rmtree(directory)
+  return run
+
+
+def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Sequence[str],
+                first_stage: Optional[Sequence[float]] = None, *, mesh=None,
+                batch_tokens: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+  """(score, P) of each (query, passage) pair, in memory: the scorer's encoding, batching and device
+  path without candidates files or shards (training-time evaluation, benchmarks, notebooks)."""
+  mesh = mesh if mesh is not None else scoring_mesh()
+  device_params = place_params(params, reranker.param_axes(), mesh)
+  examples = reranker.encode(queries, passages, first_stage)
+  batches = reranker.batches(examples, batch_tokens=batch_tokens or default_batch_tokens(mesh),
+                             row_multiple=mesh.shape["data"])
+  return score_batches(reranker, device_params, batches, len(examples), mesh=mesh)

@@ -1,0 +1,91 @@
+"""The scorer's resumable output: one file per shard of pairs, a manifest, and the merged run.
+
+    OUT.shards/manifest.json           fingerprint of the job, number of shards and of pairs
+    OUT.shards/shard-00003-of-00012.tsv  `qid docid window score p` per pair, written atomically
+A rerun with the same fingerprint scores only the missing shards; when all exist, `rank_documents`
+aggregates each document's windows and sorts each query's documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from t5rank.data.readers import Run, atomic_write
+from t5rank.ranking.candidates import Pair
+from t5rank.ranking.passages import aggregate
+
+MANIFEST_FILE = "manifest.json"
+
+
+def shard_path(directory: str, index: int, count: int) -> str:
+  """The file of shard `index` of `count` in `directory`."""
+  return os.path.join(directory, f"shard-{index:05d}-of-{count:05d}.tsv")
+
+
+def write_shard(path: str, pairs: Sequence[Pair], log_p: np.ndarray, p: np.ndarray) -> None:
+  """Writes one shard's scores, `qid docid window log_p p` per line, atomically."""
+  with atomic_write(path) as f:
+    for pair, lp, pp in zip(pairs, log_p.tolist(), p.tolist()):
+      f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\n")
+
+
+def read_shard(path: str) -> list[tuple[Pair, float, float]]:
+  """The (pair, log P, P) rows of a shard written by `write_shard`."""
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      qid, docid, window, lp, pp = line.rstrip("\n").split("\t")
+      rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
+  return rows
+
+
+def rank_documents(rows: Iterable[tuple[Pair, float, float]], aggregation: str
+                   ) -> tuple[Run, dict[tuple[str, str], int]]:
+  """(run, winners): each query's documents scored by `aggregate` over their windows' log P and
+  sorted by score descending, then docid ascending; winners maps (qid, docid) to the winning window.
+  Queries keep the order in which they first appear in `rows`."""
+  windows: dict[str, dict[str, dict[int, float]]] = {}
+  for pair, log_p, _ in rows:
+    windows.setdefault(pair.qid, {}).setdefault(pair.docid, {})[pair.window] = log_p
+  run: Run = {}
+  winners = {}
+  for qid, docs in windows.items():
+    scored = []
+    for docid, by_window in docs.items():
+      score, best = aggregate([by_window[w] for w in sorted(by_window)], aggregation)
+      scored.append((docid, score))
+      winners[qid, docid] = best
+    run[qid] = sorted(scored, key=lambda item: (-item[1], item[0]))
+  return run, winners
+
+
+def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
+                passages: Mapping[str, Sequence[str]], settings: Mapping) -> str:
+  """A hash of everything that decides the shards' contents, to refuse resuming a different job."""
+  h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+  for pair in pairs:
+    h.update(f"{pair.qid}\t{pair.docid}\t{pair.window}\n".encode())
+  for qid in dict.fromkeys(p.qid for p in pairs):
+    h.update(f"{qid}\t{queries[qid]}\n".encode())
+  for docid, texts in passages.items():
+    h.update(json.dumps([docid, texts]).encode())
+  return h.hexdigest()
+
+
+def open_shard_directory(directory: str, manifest: Mapping) -> None:
+  path = os.path.join(directory, MANIFEST_FILE)
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      found = json.load(f)
+    if found != manifest:
+      raise RuntimeError(f"{directory} holds shards of a different scoring job (other inputs, "
+                         "model or options); remove it to start over, or rerun the original command")
+    return
+  os.makedirs(directory, exist_ok=True)
+  with atomic_write(path) as f:
+    json.dump(manifest, f, indent=2, sort_keys=True)

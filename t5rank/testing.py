@@ -1,0 +1,44 @@
+"""Helpers shared by the tests and the benchmarks: random weights without compilation, and the
+micro T5 whose compilation is cheap enough for tests."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from t5rank.models.config import T5Config, get_config
+
+# A 1+1-layer, d_model 32 T5 (T5's vocabulary unless overridden): compiles in about 2 s a shape.
+MICRO = dict(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_encoder_layers=1, num_decoder_layers=1)
+
+
+def micro_config(**overrides) -> T5Config:
+  """The `tiny` config with MICRO's sizes (and `overrides`)."""
+  return get_config("tiny", **{**MICRO, **overrides})
+
+
+def random_params(config: T5Config, seed: int = 0, std: Optional[float] = None) -> dict:
+  """Random float32 parameters of every shape `config` asks for, drawn with numpy from `seed` (no
+  compilation), in the network's parameter tree. With `std`, every tensor is N(0, std); without,
+  T5-like scales: kernels normal with t5rank's fan-in scales (the attention query's divided by
+  d_kv), embeddings unit normal, layer-norm scales 1 + N(0, 0.2) and relative position biases
+  N(0, 1), away from their initial values as in scripts/make_hf_goldens.py, so that every tensor
+  shapes the scores."""
+  from t5rank.checkpoints.layout import param_shapes, unflatten
+
+  rng = np.random.default_rng(seed)
+  params = {}
+  for name, shape in param_shapes(config).items():
+    *_, module, leaf = name.split("/")
+    if std is not None:
+      values = rng.normal(0, std, shape)
+    elif leaf == "scale":
+      values = 1.0 + rng.normal(0, 0.2, shape)
+    elif leaf in ("embedding", "rel_embedding"):
+      values = rng.normal(0, 1.0, shape)
+    else:  # a (fan_in, fan_out) kernel
+      scale = 1.0 / config.d_kv if module == "query" else 1.0
+      values = rng.normal(0, np.sqrt(scale / shape[0]), shape)
+    params[name] = values.astype(np.float32)
+  return unflatten(params)

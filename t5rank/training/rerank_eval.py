@@ -1,0 +1,109 @@
+"""Reranking quality during training: MRR@10 of the model being trained on a small InsuranceQA set.
+
+    queries (first N of a split) x their pools (relevant answers + 200 retrieved negatives),
+    from the one InsuranceQA loader (`t5rank.data.insuranceqa`)
+      -> the `MonoT5` reranker's encoding and length buckets, scored by `t5rank.ranking.scorer`
+      -> a run -> MRR@10, MRR, P@1 by `t5rank.evaluation.metrics` (trec_eval's semantics, ties
+         included), the numbers `t5rank evaluate` gives for the same scores
+
+`RerankEval(...)` reads the pools once; calling it with (params, config) scores them. The trainer
+calls it every `eval_every` steps; gin: `trainer.Loop.eval_fn = @rerank_eval.RerankEval()`. Its
+`vocabulary` and `targets` must be the trained task's (T5's and true_false by default): the trainer
+asks `check_task` before training, e.g. for `insuranceqa_en_8k_monot5_true_false` set
+`rerank_eval.RerankEval.vocabulary = "insuranceqa_en_8k"`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from t5rank.models.config import T5Config
+from t5rank.models.vocab import TargetSpec, Vocabulary
+
+METRICS = {"mrr@10": "MRR@10", "mrr": "MRR", "p@1": "P@1"}  # logged name -> t5rank evaluate's
+
+
+class RerankEval:
+  """Reranks the pools of the first `num_queries` queries of an InsuranceQA split (by id),
+  tokenized with `vocabulary` (a name of `t5rank.models.vocab.VOCABULARIES` or a SentencePiece
+  model path), cut to `max_length` ids and scored by the `targets` words. With `bm25_in_input`,
+  each input carries the pair's BM25 score over all answers (`t5rank.data.bm25_input`), as the task
+  `insuranceqa_en_8k_pseudo_bm25_*` trains."""
+
+  def __init__(self, split: str = "validation", num_queries: int = 100, language: str = "en",
+               max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5",
+               bm25_in_input: bool = False):
+    from t5rank.data.insuranceqa import load_split
+    from t5rank.models.vocab import load_vocabulary, resolve_target_words
+
+    self.vocab = vocab = load_vocabulary(vocabulary)
+    self.bm25_in_input = bm25_in_input
+    self.max_length = max_length
+    self.target_ids = resolve_target_words(vocab, targets)
+    data = load_split(split, language, num_queries)
+    self.qrels = data.qrels()
+    self.pairs = [(qid, aid) for qid, pool in data.pools.items() for aid in pool]
+    self.queries = [data.queries[qid] for qid, _ in self.pairs]
+    self.passages = [data.answers[aid] for _, aid in self.pairs]
+    self.first_stage: Optional[list[float]] = None
+    if bm25_in_input:
+      from t5rank.data import bm25_input
+
+      answer_ids = list(data.answers)
+      index = bm25_input.build_index(list(data.answers.values()), language)
+      position = {aid: i for i, aid in enumerate(answer_ids)}
+      self.first_stage = []
+      for qid, pool in data.pools.items():
+        scores = bm25_input.query_scores(index, data.queries[qid])
+        self.first_stage.extend(float(s) for s in scores[[position[aid] for aid in pool]])
+    self._prepared: dict = {}
+
+  def check_task(self, task_name: str, vocab: Vocabulary, targets: Optional[TargetSpec],
+                 bm25_in_input: bool) -> None:
+    """Raises ValueError when this evaluation tokenizes with another vocabulary than the task's,
+    scores other target words than the task's `targets` (when known), or reads inputs with(out) the
+    BM25 score when the task's are without (with) it."""
+    from t5rank.models.vocab import VOCABULARIES, resolve_target_words
+
+    if self.vocab.sha256 != vocab.sha256:
+      name = next((n for n, (path, _) in VOCABULARIES.items() if path == vocab.path), vocab.path)
+      raise ValueError(f"the evaluation tokenizes with {self.vocab.path} but task {task_name} "
+                       f"with {vocab.path}; evaluate with the task's vocabulary (gin: "
+                       f"rerank_eval.RerankEval.vocabulary = {name!r})")
+    if targets is not None and self.target_ids != resolve_target_words(vocab, targets):
+      raise ValueError(f"the evaluation scores target ids {self.target_ids} but task {task_name} "
+                       f"trains the words {targets!r}; set RerankEval's targets to the task's (gin: "
+                       f"rerank_eval.RerankEval.targets = {targets!r})")
+    if self.bm25_in_input != bm25_in_input:
+      raise ValueError(f"task {task_name} {'writes' if bm25_in_input else 'does not write'} the "
+                       "BM25 score into its inputs but the evaluation "
+                       f"{'does' if self.bm25_in_input else 'does not'}; set (gin) "
+                       f"rerank_eval.RerankEval.bm25_in_input = {bm25_in_input}")
+
+  def scores(self, params, config: T5Config):
+    """(score, P) of every pair, in pool order, by `params` of the monoT5 `config`."""
+    from t5rank.models.monot5 import MonoT5
+    from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
+    from t5rank.ranking.scorer import score_batches
+
+    if config not in self._prepared:  # encoded and bucketed once per architecture
+      reranker = MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
+                        bm25_in_input=self.bm25_in_input)
+      mesh = scoring_mesh()
+      examples = reranker.encode(self.queries, self.passages, self.first_stage)
+      batches = reranker.batches(examples, batch_tokens=default_batch_tokens(mesh),
+                                 row_multiple=mesh.shape["data"])
+      self._prepared = {config: (reranker, mesh, batches)}
+    reranker, mesh, batches = self._prepared[config]
+    return score_batches(reranker, place_params(params, reranker.param_axes(), mesh), batches,
+                         len(self.pairs), mesh=mesh)
+
+  def __call__(self, params, config: T5Config) -> Mapping[str, float]:
+    from t5rank.evaluation.metrics import per_query
+
+    scores, _ = self.scores(params, config)
+    run: dict[str, list[tuple[str, float]]] = {}
+    for (qid, aid), score in zip(self.pairs, scores.tolist()):
+      run.setdefault(qid, []).append((aid, score))
+    values = per_query(self.qrels, run, list(METRICS.values()))
+    return {name: float(values[metric].mean()) for name, metric in METRICS.items()}
