@@ -19,12 +19,12 @@ Face export and loaded from that directory by both sides, as `t5rank score --che
 each kind of input and each number of pairs, the script
 - builds the InsuranceQA v2 test pairs (each question with its pool of ~200 candidate answers, the
   questions in id order, until there are enough pairs) and turns them into ids once, with
-  `t5rank.ranking.scorer` (`candidate_passages`, `encode_shard`); both scorers get exactly these ids;
+  `t5rank.ranking.candidates.candidate_passages` and `MonoT5.encode`; both scorers get exactly these ids;
 - scores them with t5rank's device loop as `t5rank score` runs it (shards of 10,000 pairs,
   `bucket_batches`, `score_batches`), after compiling every shape once (compilation is timed apart);
 - scores them with the reference (after one untimed warm-up batch);
 - fails (exit status 1) when the two log P(true) differ by more than 1e-4 for any pair;
-- times both tokenizers on the same texts: t5rank's `encode_shard` and pygaggle's batch tokenizer
+- times both tokenizers on the same texts: t5rank's `MonoT5.encode` and pygaggle's batch tokenizer
   (the slow `T5Tokenizer` on t5rank's SentencePiece model, `{text} </s>`, padding to the longest,
   truncation at 512, plus the `tokenize` call pygaggle makes for every batch), and counts the pairs
   for which pygaggle's ids equal t5rank's.
@@ -459,7 +459,7 @@ def report(rows: list[dict], *, command: str, cores: list[int], peak: dict, load
         f"{r['flops_reference'] / peak['jax']:.1%} |")
   tokenized = [r for r in rows if "tokenized" in r]
   if tokenized:
-    lines += ["", "Tokenization alone (host, same texts): t5rank's `encode_shard` and pygaggle's "
+    lines += ["", "Tokenization alone (host, same texts): t5rank's `MonoT5.encode` and pygaggle's "
               "batch tokenizer; same ids = pygaggle's ids equal t5rank's.", "",
               "| model | inputs | pairs tokenized | t5rank pairs/s | pygaggle pairs/s | same ids |",
               "| --- | --- | --- | --- | --- | --- |"]

@@ -94,13 +94,13 @@ def run_one(n: int, variant: str, trial: int, *, model_dir: str, eval_queries: i
   """Trains and evaluates one (size, variant, trial); returns its record."""
   import gin
 
-  from t5rank.training import gin_config as train_cli
+  from t5rank.training import gin_config
   from t5rank.data.seqio_tasks import data_poor_name
 
   steps = train_steps(n, batch_size)
   task = data_poor_name(f"insuranceqa_en_8k_monot5_{variant}", n, trial)
   gin.clear_config()
-  train_cli.parse_gin([GIN_FILE], [
+  gin_config.parse_gin([GIN_FILE], [
       f"MIXTURE_OR_TASK_NAME = {task!r}", f"TRAIN_STEPS = {steps}", f"BATCH_SIZE = {batch_size}",
       f"LEARNING_RATE = {learning_rate}", f"SEED = {trial}", f"CHECKPOINT_EVERY = {steps}",
       f"LOG_EVERY = {max(1, steps // 4)}", f"MODEL_DIR = {model_dir!r}",
@@ -109,7 +109,7 @@ def run_one(n: int, variant: str, trial: int, *, model_dir: str, eval_queries: i
   steps, batch_size = gin.query_parameter("%TRAIN_STEPS"), gin.query_parameter("%BATCH_SIZE")
   start = time.perf_counter()  # (the values in force, --gin flags included)
   try:
-    metrics = train_cli.train_configured()
+    metrics = gin_config.train_configured()
   finally:
     gin.clear_config()
   return {"n": n, "variant": variant, "trial": trial, "task": task, "steps": steps,

@@ -12,7 +12,7 @@ import pytest
 from t5rank.pipelines import insuranceqa as pipeline
 from t5rank.models.monot5 import MonoT5
 from t5rank.ranking import scorer as scoring
-from t5rank.training import gin_config as train_cli
+from t5rank.training import gin_config
 from t5rank.data.readers import read_queries, read_run
 
 # The experiment gin with the model shrunk, inputs cut short, 2 steps and no evaluation during training.
@@ -99,7 +99,7 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   def no_scoring(*args, **kwargs):
     raise AssertionError("the second run scored the same candidates again")
 
-  monkeypatch.setattr(train_cli, "train_configured", no_training)
+  monkeypatch.setattr(gin_config, "train_configured", no_training)
   monkeypatch.setattr(scoring, "score_candidates", no_scoring)
   again = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=QUERIES,
                                    gin_bindings=TINY_RECIPE, tune_queries=4, progress=False)
@@ -143,7 +143,7 @@ def test_prepare_model_reuses_resumes_or_moves_aside_by_recipe(tmp_path, monkeyp
       with open(os.path.join(final, "config.json"), "w") as f:
         f.write("{}")
 
-  monkeypatch.setattr(train_cli, "train_configured", fake_training)
+  monkeypatch.setattr(gin_config, "train_configured", fake_training)
   gin_files = [pipeline.DEFAULT_GIN_FILE]
   assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE) == (
       os.path.join(model_dir, "final"), True)

@@ -262,19 +262,19 @@ def test_the_host_syncs_only_on_log_checkpoint_and_eval_steps(tmp_path, monkeypa
 
 def test_every_experiment_gin_binds_a_complete_run():
   import gin
-  from t5rank.training import gin_config as train_cli
+  from t5rank.training import gin_config
   experiments = sorted(glob.glob(os.path.join(REPO, "gin", "experiments", "*.gin")))
   assert len(experiments) >= 10
   try:
     for path in experiments:
       gin.clear_config()
-      train_cli.parse_gin([path], train_cli.gin_bindings(["--gin.MODEL_DIR=/tmp/x"]))
+      gin_config.parse_gin([path], gin_config.gin_bindings(["--gin.MODEL_DIR=/tmp/x"]))
       assert gin.query_parameter("%MODEL_DIR") == "/tmp/x"
       for macro in ("MIXTURE_OR_TASK_NAME", "TRAIN_STEPS", "BATCH_SIZE", "INIT_CHECKPOINT"):
         gin.query_parameter(f"%{macro}")  # raises if missing
     gin.clear_config()
-    train_cli.parse_gin([os.path.join(REPO, "gin", "experiments", "monot5_3B_msmarco.gin")],
-                        train_cli.gin_bindings(["--gin.MODEL_DIR=/tmp/x", "--gin.TRAIN_STEPS=7"]))
+    gin_config.parse_gin([os.path.join(REPO, "gin", "experiments", "monot5_3B_msmarco.gin")],
+                        gin_config.gin_bindings(["--gin.MODEL_DIR=/tmp/x", "--gin.TRAIN_STEPS=7"]))
     assert gin.query_parameter("%TRAIN_STEPS") == 7
     assert tuple(gin.query_parameter("%MESH_SHAPE"))[1] > 1  # 3B needs model parallelism
   finally:

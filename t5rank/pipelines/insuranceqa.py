@@ -76,10 +76,10 @@ def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
   decides the trained model, wherever its directory is."""
   import gin
 
-  from t5rank.training import gin_config as train_cli
+  from t5rank.training import gin_config
 
   gin.clear_config()
-  train_cli.parse_gin(list(gin_files),
+  gin_config.parse_gin(list(gin_files),
                       [*bindings, f"MODEL_DIR = {_MODEL_DIR_PLACEHOLDER!r}"])
   text = gin.config_str()
   gin.clear_config()
@@ -94,7 +94,7 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
   `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start."""
   import gin
 
-  from t5rank.training import gin_config as train_cli
+  from t5rank.training import gin_config
   from t5rank.checkpoints import native
 
   wanted = recipe(gin_files, bindings)
@@ -119,9 +119,9 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
   with atomic_write(recipe_path) as f:
     json.dump(wanted, f, indent=1)
   gin.clear_config()
-  train_cli.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
+  gin_config.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
   try:
-    train_cli.train_configured()
+    gin_config.train_configured()
   finally:
     gin.clear_config()
   return final, True
