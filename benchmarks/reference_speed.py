@@ -72,6 +72,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
 
 from t5rank.models.monot5 import MonoT5  # noqa: E402
+from t5rank.models.vocab import UNK_ID  # noqa: E402
 from t5rank.models.reranker import Batch  # noqa: E402
 from t5rank.ranking.devices import use_cpu_devices  # noqa: E402
 from t5rank.ranking import candidates as scoring_candidates  # noqa: E402
@@ -89,6 +90,12 @@ ANSWERS_PER_DOCUMENT = 4
 REFERENCE_BATCH = 8  # pygaggle's MonoT5 default
 TOKENIZE_PAIRS = 10_000  # the tokenizers are timed on at most this many pairs
 PEAK_SIZE = 2048
+
+
+def transformers_version() -> str:
+  import transformers
+
+  return transformers.__version__
 
 
 class AgreementError(AssertionError):
@@ -378,6 +385,13 @@ def compare(scorers: Scorers, kind: str, num_pairs: int, *, tokenizer=None,
     start = time.perf_counter()
     pygaggle_ids = pygaggle_tokenize(tokenizer, queries, pairs[:k], passages, reference_batch)
     row["tokenize_reference"] = k / (time.perf_counter() - start)
+    unknown = sum(int(np.sum(np.asarray(x) == UNK_ID)) for x in pygaggle_ids)
+    if unknown > sum(int(np.sum(np.asarray(x) == UNK_ID)) for x in ids[:k]):
+      raise AgreementError(
+          f"pygaggle's tokenizer (transformers {transformers_version()} T5Tokenizer) gave "
+          f"{unknown} unknown ids (2) where SentencePiece gives pieces: transformers 5.x's "
+          "T5Tokenizer(vocab_file=...) maps every piece of a bare SentencePiece file to the unknown "
+          "id; install the pinned 4.x (pip install -e '.[reference]')")
     row["same_ids"] = sum(map(np.array_equal, pygaggle_ids, ids[:k])) / k
     row["tokenized"] = k
   return row

@@ -1,7 +1,9 @@
 """Builds the reference outputs that tests/test_hf_numerics.py checks t5rank against.
 
-    .venv/bin/pip install -e '.[reference]'   # torch (CPU) + transformers; CI does not need them
+    .venv/bin/pip install -e '.[reference]'   # torch (CPU) + transformers 4.57.1; CI needs neither
     .venv/bin/python scripts/make_hf_goldens.py   # about 10 s; rewrites tests/golden/hf_*
+    # with transformers 5.x installed instead (pip install 'transformers==5.23.0'), the same command
+    # writes tests/golden/hf5_* and hf5_goldens.json and leaves the 4.x files alone
 
 For a tiny random T5 v1.0 (relu, tied) and T5 v1.1 (gated-gelu, untied) it writes, with Hugging Face
 transformers' PyTorch T5 in float32:
@@ -17,7 +19,13 @@ transformers' PyTorch T5 in float32:
                                                 bidirectional and causal, for two bucket settings
   tests/golden/hf_goldens.json                 versions and settings used
 It then checks the other direction: t5rank's import and re-export of each checkpoint loads in
-transformers and gives the same logits, bit for bit.
+transformers and gives the same logits, bit for bit (with transformers 5.x, in both config forms
+t5rank writes: 4.x and 5.x).
+
+transformers 5.x saves T5 configs in another form (`tie_word_embeddings: true` always, a separate
+`scale_decoder_outputs`, no `lm_head.weight` when tied; docs/checkpoints.md). Run with 5.x, the
+script writes `hf5_{name}` directories and `hf5_goldens.json` (which records the version) beside
+the 4.57.1 ones, so that the tests check t5rank against checkpoints as each generation saves them.
 """
 
 from __future__ import annotations
@@ -46,9 +54,14 @@ MODELS = {
     "v1_1": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_layers=2,
                  num_decoder_layers=3),
 }
+# transformers 5.x ties the head of every T5 it builds (tie_word_embeddings is forced true; its "v1.1"
+# is tied and unscaled). An untied head exists only in a file that has `lm_head.weight`, as when 5.x
+# loads a 4.x v1.1/mT5 and saves it again: "v1_1_untied" unties the head of a 5.x-built v1.1 first.
+UNTIED_5X = "v1_1_untied"
 
 
-def build_model(seed: int, **overrides) -> transformers.T5ForConditionalGeneration:
+def build_model(seed: int, untie: bool = False,
+                **overrides) -> transformers.T5ForConditionalGeneration:
   """A tiny random T5 whose layer norms and relative position biases are far from their initial
   values (ones, near zeros), so that a wrongly mapped tensor changes the outputs. An untied output
   layer is scaled by d_model**-0.5 (as the tied one is) to keep logits, and P(true), away from
@@ -60,6 +73,8 @@ def build_model(seed: int, **overrides) -> transformers.T5ForConditionalGenerati
       layer_norm_epsilon=1e-6, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
       **overrides)
   model = transformers.T5ForConditionalGeneration(config).eval()
+  if untie:  # a head of its own, as a 4.x v1.1 checkpoint loaded and saved by 5.x has
+    model.lm_head.weight = torch.nn.Parameter(torch.randn_like(model.shared.weight))
   with torch.no_grad():
     for name, param in model.named_parameters():
       if "layer_norm" in name:
@@ -112,36 +127,51 @@ def bucket_tables() -> dict[str, np.ndarray]:
 
 
 def check_t5rank_export(directory: str, inputs: dict[str, np.ndarray],
-                        reference: dict[str, np.ndarray], tmp_dir: str) -> None:
-  """Raises unless t5rank's HF import + export of `directory` reproduces `reference` in torch."""
+                        reference: dict[str, np.ndarray], tmp_dir: str,
+                        generation: str = "4") -> None:
+  """Raises unless t5rank's HF import + export (config form of `generation`) of `directory`
+  reproduces `reference` in torch."""
   from t5rank.checkpoints import load_checkpoint
   from t5rank.checkpoints.hf import save_hf_checkpoint
 
   config, params = load_checkpoint(directory)
-  save_hf_checkpoint(tmp_dir, params, config)
+  if generation == "4" and config.tie_embeddings != config.scale_decoder_outputs:
+    return  # no 4.x form exists (t5rank refuses to write one; tests/test_hf_generations.py)
+  save_hf_checkpoint(tmp_dir, params, config, generation=generation)
   model = transformers.T5ForConditionalGeneration.from_pretrained(tmp_dir).eval()
   logits = reference_outputs(model, inputs)["logits"]
   if not np.array_equal(logits, reference["logits"]):
-    raise AssertionError(f"{directory}: t5rank's export differs by "
+    raise AssertionError(f"{directory}: t5rank's export ({generation}.x form) differs by "
                          f"{np.abs(logits - reference['logits']).max()}")
+
+
+GENERATION = transformers.__version__.split(".")[0]  # "4" or "5"
+PREFIX = "hf" if GENERATION == "4" else f"hf{GENERATION}"
 
 
 def main() -> None:
   torch.set_num_threads(1)
   os.makedirs(GOLDEN_DIR, exist_ok=True)
-  for seed, (name, overrides) in enumerate(MODELS.items()):
-    model = build_model(seed, **overrides)
-    directory = os.path.join(GOLDEN_DIR, f"hf_{name}")
+  models = {name: (overrides, False) for name, overrides in MODELS.items()}
+  if GENERATION != "4":
+    models[UNTIED_5X] = (MODELS["v1_1"], True)
+  for seed, (name, (overrides, untie)) in enumerate(models.items()):
+    model = build_model(seed, untie=untie, **overrides)
+    directory = os.path.join(GOLDEN_DIR, f"{PREFIX}_{name}")
     model.save_pretrained(directory, safe_serialization=True)
     inputs = make_inputs(seed)
     reference = reference_outputs(model, inputs)
     np.savez_compressed(os.path.join(directory, "reference.npz"), **inputs, **reference)
-    with tempfile.TemporaryDirectory() as tmp_dir:
-      check_t5rank_export(directory, inputs, reference, tmp_dir)
-  np.savez_compressed(os.path.join(GOLDEN_DIR, "relative_position_buckets.npz"), **bucket_tables())
-  with open(os.path.join(GOLDEN_DIR, "hf_goldens.json"), "w") as f:
+    for generation in ("4", "5") if GENERATION != "4" else ("4",):
+      with tempfile.TemporaryDirectory() as tmp_dir:
+        check_t5rank_export(directory, inputs, reference, tmp_dir, generation)
+  if GENERATION == "4":
+    np.savez_compressed(os.path.join(GOLDEN_DIR, "relative_position_buckets.npz"),
+                        **bucket_tables())
+  with open(os.path.join(GOLDEN_DIR, f"{PREFIX}_goldens.json"), "w") as f:
     json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
-               "models": MODELS, "target_ids": TARGET_IDS, "row_lengths": ROW_LENGTHS,
+               "models": {name: dict(overrides, untied_head=untie)
+                          for name, (overrides, untie) in models.items()}, "target_ids": TARGET_IDS, "row_lengths": ROW_LENGTHS,
                "decoder_steps": DECODER_STEPS, "bucket_settings": BUCKET_SETTINGS,
                "relative_range": RELATIVE_RANGE}, f, indent=2)
     f.write("\n")

@@ -34,7 +34,7 @@ class CheckpointError(ValueError):
 # and `dtype` are run choices, not properties of a checkpoint.
 ARCHITECTURE_FIELDS = ("vocab_size", "d_model", "num_heads", "d_kv", "d_ff", "num_encoder_layers",
                        "num_decoder_layers", "feed_forward", "tie_embeddings",
-                       "relative_attention_num_buckets", "relative_attention_max_distance",
+                       "scale_decoder_outputs", "relative_attention_num_buckets", "relative_attention_max_distance",
                        "layer_norm_epsilon")
 
 
@@ -247,7 +247,8 @@ def _describe(config: T5Config) -> str:
   return (f"(d_model={config.d_model}, layers={config.num_encoder_layers}+"
           f"{config.num_decoder_layers}, heads={config.num_heads}x{config.d_kv}, "
           f"d_ff={config.d_ff}, {config.feed_forward}, "
-          f"{'tied' if config.tie_embeddings else 'untied'}, vocab={config.vocab_size})")
+          f"{'tied' if config.tie_embeddings else 'untied'}"
+          f"{', scaled' if config.scale_decoder_outputs else ''}, vocab={config.vocab_size})")
 
 
 def write_atomically(path: str, write: Callable[[str], None]) -> None:

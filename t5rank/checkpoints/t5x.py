@@ -9,6 +9,11 @@ Two layouts of one step, `MODEL_DIR/checkpoint_N/`:
     `checkpoint_N/state/` (or `checkpoint_N/` itself).
 Only `target` is read; optimizer state is ignored. t5x checkpoints carry no T5 configuration: the
 importer reads what the shapes fix and checks it against the T5Config it is given.
+
+`save_t5x_checkpoint` writes the Orbax layout (`MODEL_DIR/checkpoint_N/state/`, a PyTree
+{"target": params, "state": {"step": N}} under t5x's parameter names), which t5x's Orbax checkpoint
+manager restores and this module reads back bitwise. No optimizer state is written: t5x starts a
+fresh one (docs/training.md says how to continue training there).
 """
 
 from __future__ import annotations
@@ -151,3 +156,26 @@ def load_t5x_checkpoint(path: str, config: Optional[T5Config]) -> tuple[T5Config
   config = resolve_config(source, infer_architecture(shapes, PROBES), config)
   names = {name: (name, False) for name in param_shapes(config)}
   return config, import_tensors(source, shapes, read, names, config)
+
+
+def save_t5x_checkpoint(model_dir: str, params: Mapping[str, Any], config: T5Config,
+                        step: int = 0) -> str:
+  """Writes `params` as step `step` of a t5x model directory (module docstring); returns the step
+  directory. t5x ties scaling to the shared embedding (`logits_via_embedding`), so a model whose
+  `tie_embeddings` and `scale_decoder_outputs` differ is refused. The directory must not hold that
+  step already."""
+  import orbax.checkpoint as ocp
+
+  from t5rank.checkpoints.layout import check_params, unflatten
+
+  if config.tie_embeddings != config.scale_decoder_outputs:
+    raise CheckpointError(f"t5x cannot describe this model (tie_embeddings {config.tie_embeddings}, "
+                          f"scale_decoder_outputs {config.scale_decoder_outputs}): its logits via "
+                          "the embedding are always scaled, and its separate logits layer never")
+  flat = check_params(params, config, "the parameters to export")
+  step_dir = os.path.join(os.path.abspath(model_dir), f"checkpoint_{step}")
+  if os.path.exists(step_dir):
+    raise FileExistsError(f"{step_dir} exists; not overwriting it")
+  tree = {"target": unflatten(flat), "state": {"step": np.asarray(step, np.int32)}}
+  ocp.PyTreeCheckpointer().save(os.path.join(step_dir, "state"), tree)  # atomic: a temp dir first
+  return step_dir

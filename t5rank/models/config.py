@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Optional
 
 T5_VOCAB_SIZE = 32128  # 32,000 SentencePiece pieces + 100 extra ids, padded to a multiple of 128.
 MT5_VOCAB_SIZE = 250112
@@ -19,8 +19,12 @@ class T5Config:
   """Architecture of a T5 encoder-decoder.
 
   `feed_forward` is "relu" (T5 v1.0: wi -> relu -> wo) or "gated-gelu" (T5 v1.1 and mT5:
-  gelu(wi_0) * wi_1 -> wo). `tie_embeddings` shares the input embedding with the output projection
-  and scales the decoder output by d_model**-0.5 before it, as T5 v1.0 does.
+  gelu(wi_0) * wi_1 -> wo). Two separate facts about the output layer: `tie_embeddings` makes the
+  input embedding the output projection (no `logits_dense` kernel), and `scale_decoder_outputs`
+  multiplies the decoder output by d_model**-0.5 before it. T5 v1.0 does both; T5 v1.1 and mT5
+  neither. `scale_decoder_outputs` left as None takes the value of `tie_embeddings` (what every
+  config written before the two were separated means; transformers 4.x couples them the same way,
+  transformers 5.x writes them apart as `tie_word_embeddings` and `scale_decoder_outputs`).
   """
 
   vocab_size: int = T5_VOCAB_SIZE
@@ -32,6 +36,7 @@ class T5Config:
   num_decoder_layers: int = 6
   feed_forward: str = "relu"
   tie_embeddings: bool = True
+  scale_decoder_outputs: Optional[bool] = None
   relative_attention_num_buckets: int = 32
   relative_attention_max_distance: int = 128
   dropout_rate: float = 0.1
@@ -43,6 +48,8 @@ class T5Config:
       raise ValueError(f"feed_forward must be 'relu' or 'gated-gelu', got {self.feed_forward!r}")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
+    if self.scale_decoder_outputs is None:
+      object.__setattr__(self, "scale_decoder_outputs", self.tie_embeddings)
 
   def replace(self, **changes: Any) -> "T5Config":
     """Returns a copy with `changes` applied (e.g. `dtype="bfloat16"`, `dropout_rate=0.0`)."""

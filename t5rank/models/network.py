@@ -264,10 +264,11 @@ class Decoder(nn.Module):
                                                         deterministic)
     y = RMSNorm(cfg.layer_norm_epsilon, dtype, name="decoder_norm")(y)
     y = _dropout(cfg, y, deterministic)  # (B, T, D)
+    if cfg.scale_decoder_outputs:
+      y = y * (cfg.d_model ** -0.5)
     if cfg.tie_embeddings:
       table = self.shared_embedding.embedding  # (V, D)
       rows = table if vocab_ids is None else jnp.take(table, vocab_ids, axis=0)
-      y = y * (cfg.d_model ** -0.5)
       return jnp.einsum("btd,vd->btv", y, rows.astype(dtype)).astype(jnp.float32)
     return LogitsDense(cfg.vocab_size, dtype, name="logits_dense")(y, vocab_ids)
 
