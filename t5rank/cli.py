@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog="t5rank",
       description="monoT5 document ranking in JAX: train, score, retrieve, evaluate.")
+  parser.add_argument("--debug", action="store_true",
+                      help="show the Python traceback of an error instead of its one-line message")
   subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   for module in COMMANDS.values():
     importlib.import_module(module).add_parser(subparsers)
@@ -42,7 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.error(f"unrecognized arguments: {' '.join(extra)}")
   if getattr(args, "accepts_extra", False):
     args.extra = extra
-  return int(args.func(args) or 0)
+  try:
+    return int(args.func(args) or 0)
+  except (ValueError, OSError, RuntimeError, FloatingPointError) as e:  # user errors: bad input, files, checkpoints
+    if args.debug:
+      raise
+    raise SystemExit(f"t5rank {args.command}: {e}"
+                     + ("" if isinstance(e, (ValueError, FileNotFoundError)) else
+                        f" ({type(e).__name__}; --debug shows the traceback)")) from None
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def scorers(bench, tmp_path_factory):
 
 
 def test_t5rank_and_the_reference_agree(bench, scorers):
-  tokenizer = transformers.T5Tokenizer(vocab_file=scorers.vocab.path, legacy=True)
+  tokenizer = transformers.T5Tokenizer(vocab_file=scorers.reranker.vocab.path, legacy=True)
   row = bench.compare(scorers, "short", PAIRS, tokenizer=tokenizer)
   assert row["pairs"] == PAIRS
   assert row["max_diff"] < 1e-4

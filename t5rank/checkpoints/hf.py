@@ -162,10 +162,15 @@ def _open_tensors(directory: str) -> tuple[dict[str, Shape], Callable[[str], np.
     path = os.path.join(directory, file)
     if not os.path.isfile(path):
       raise FileNotFoundError(f"{path} not found (listed in {INDEX_FILE})")
-    with safe_open(path, framework="np") as f:
-      for key in f.keys():
-        shapes[key] = tuple(f.get_slice(key).get_shape())
-        where[key] = (path, f.get_slice(key).get_dtype())
+    try:
+      with safe_open(path, framework="np") as f:
+        for key in f.keys():
+          shapes[key] = tuple(f.get_slice(key).get_shape())
+          where[key] = (path, f.get_slice(key).get_dtype())
+    except Exception as e:  # safetensors' own errors (truncated, not a safetensors file) name no file
+      if isinstance(e, (CheckpointError, OSError)):
+        raise
+      raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
 
   def read(key: str) -> np.ndarray:
     path, dtype = where[key]

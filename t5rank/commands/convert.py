@@ -19,6 +19,7 @@ t5x checkpoints store no architecture: name it with --config (the error lists th
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Optional
 
 from t5rank.models.config import T5Config
@@ -60,7 +61,29 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
     raise ValueError(f"cannot write format {to!r}; choose one of {sorted(savers)}")
   config, params = load_checkpoint(input_path, config)
   savers[to](output_path, params, config)
+  if to == "hf":
+    _carry_tokenizer(input_path, output_path)
   return config
+
+
+def _carry_tokenizer(checkpoint: str, hf_dir: str) -> None:
+  """A t5rank checkpoint's vocabulary and target words, beside the Hugging Face files as
+  `spiece.model` and `t5rank.json`, so that the converted reranker tokenizes and scores as before."""
+  import json
+  import shutil
+
+  from t5rank.checkpoints import native
+  from t5rank.models.monot5 import RERANKER_CONFIG
+
+  if not native.is_native_checkpoint(checkpoint):
+    return
+  metadata = native.read_metadata(checkpoint)
+  if metadata.get("vocabulary"):
+    shutil.copyfile(os.path.join(checkpoint, metadata["vocabulary"]),
+                    os.path.join(hf_dir, "spiece.model"))
+  if metadata.get("target_words"):
+    with open(os.path.join(hf_dir, RERANKER_CONFIG), "w", encoding="utf-8") as f:
+      json.dump({"target_words": metadata["target_words"]}, f)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,14 +91,12 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.checkpoints import detect_format
   from t5rank.models.config import get_config
 
+  if os.path.realpath(args.output) == os.path.realpath(args.input):
+    raise SystemExit(f"t5rank convert: --output {args.output} is the --input checkpoint; writing "
+                     "it would destroy the input: give another path")
   config = get_config(args.config) if args.config else None
-  from t5rank.checkpoints.layout import CheckpointError
-
-  try:
-    config = convert(args.input, args.output, args.to, config, hf_generation=args.hf_generation,
-                     step=args.step)
-  except (CheckpointError, FileExistsError) as e:
-    raise SystemExit(f"t5rank convert: {e}") from None
+  config = convert(args.input, args.output, args.to, config, hf_generation=args.hf_generation,
+                   step=args.step)  # errors become one line in t5rank.cli
   print(f"converted {args.input} ({detect_format(args.input)}) -> {args.output} ({args.to}): "
         f"{config.num_parameters / 1e6:.1f}M parameters, d_model {config.d_model}, "
         f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, {config.feed_forward}, "

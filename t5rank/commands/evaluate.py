@@ -43,10 +43,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  from t5rank.data.readers import read_qrels, read_run
+  from t5rank.data.readers import check_finite_run, read_qrels, read_run
 
-  qrels = read_qrels(args.qrels)
-  runs = {name: read_run(path) for name, path in zip(_run_names(args.runs), args.runs)}
-  report = evaluate(qrels, runs, args.metrics, args.alpha)
+  try:
+    qrels = read_qrels(args.qrels)
+    runs = {name: read_run(path) for name, path in zip(_run_names(args.runs), args.runs)}
+    for path, run in zip(args.runs, runs.values()):
+      check_finite_run(run, path)
+    report = evaluate(qrels, runs, args.metrics, args.alpha)
+  except ValueError as e:  # malformed files (with file:line), non-finite scores
+    raise SystemExit(f"t5rank evaluate: {e}") from None
   print(json.dumps(report, indent=1) if args.json else format_table(report))
   return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from t5rank.commands import refuse_overwriting_inputs
 from t5rank.ranking import fusion
 from t5rank.ranking.fusion import NORMALIZATIONS, interpolate, tune_weight
 
@@ -40,16 +41,31 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
   from t5rank.evaluation.metrics import parse_metric
-  from t5rank.data.readers import read_qrels, read_run, write_run
+  from t5rank.data.readers import check_finite_run, read_qrels, read_run, write_run
 
-  parse_metric(args.metric)
-  weight = args.weight
-  if args.tune:
-    qrels, tune_first, tune_second = args.tune
-    weight, values = tune_weight(read_qrels(qrels), read_run(tune_first), read_run(tune_second),
-                                 metric=args.metric, normalization=args.normalization)
-    print("tuned on held-out queries: " + "  ".join(f"w={w:g}:{v:.4f}" for w, v in values.items()))
-  write_run(args.output, interpolate(read_run(args.first), read_run(args.second), weight,
-                                     normalization=args.normalization), tag=args.tag)
+  refuse_overwriting_inputs("fuse", {"-o": args.output}, {
+      "FIRST_RUN": args.first, "SECOND_RUN": args.second,
+      **({f"--tune {name}": path for name, path in zip(("QRELS", "FIRST", "SECOND"), args.tune)}
+         if args.tune else {})})
+
+  def run_file(path: str):
+    run = read_run(path)
+    check_finite_run(run, path)
+    return run
+
+  try:
+    parse_metric(args.metric)
+    weight = args.weight
+    if args.tune:
+      qrels, tune_first, tune_second = args.tune
+      weight, values = tune_weight(read_qrels(qrels), run_file(tune_first), run_file(tune_second),
+                                   metric=args.metric, normalization=args.normalization)
+      print("tuned on held-out queries: "
+            + "  ".join(f"w={w:g}:{v:.4f}" for w, v in values.items()))
+    fused = interpolate(run_file(args.first), run_file(args.second), weight,
+                        normalization=args.normalization)
+  except ValueError as e:  # malformed files (with file:line), non-finite scores, other candidates
+    raise SystemExit(f"t5rank fuse: {e}") from None
+  write_run(args.output, fused, tag=args.tag)
   print(f"wrote {args.output} (w = {weight:g}, {args.normalization})")
   return 0

@@ -7,7 +7,7 @@ import argparse
 import logging
 import time
 
-from t5rank.commands import positive_int
+from t5rank.commands import positive_int, refuse_overwriting_inputs
 from t5rank.retrieval.bm25 import BM25, LANGUAGES, RM3
 
 
@@ -37,14 +37,24 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
   import bm25s  # sets its logger to DEBUG when imported
-  from t5rank.data.readers import read_corpus, read_queries, read_run, write_run
+  from t5rank.data.readers import check_run_id, read_corpus, read_queries, read_run, write_run
 
+  refuse_overwriting_inputs("retrieve", {"--output": args.output},
+                            {"--corpus": args.corpus, "--queries": args.queries,
+                             "--candidates": args.candidates, "--index": args.index})
   logging.basicConfig(level=logging.INFO, format="%(message)s")
   logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   start = time.perf_counter()
-  corpus = read_corpus(args.corpus)
-  queries = read_queries(args.queries)
-  candidates = read_run(args.candidates) if args.candidates else None
+  try:
+    corpus = read_corpus(args.corpus)
+    queries = read_queries(args.queries)
+    candidates = read_run(args.candidates) if args.candidates else None
+    for docid in corpus:  # before indexing: such an id would make a run nobody can read
+      check_run_id(docid, "document", args.corpus)
+    for qid in queries:
+      check_run_id(qid, "query", args.queries)
+  except ValueError as e:
+    raise SystemExit(f"t5rank retrieve: {e}") from None
   rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight) if args.rm3 else None
   retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.language, rm3=rm3)
   index = retriever.index

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from t5rank.commands import refuse_overwriting_inputs
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
 from t5rank.ranking.scorer import ScoringOptions
@@ -104,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
   from t5rank.ranking.devices import use_cpu_devices
 
+  refuse_overwriting_inputs(
+      "score", {"--output": args.output, "--per-passage-output": args.per_passage_output},
+      {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
+       "--checkpoint": args.checkpoint, "--vocab": args.vocab})
+  if os.path.islink(args.output + ".shards"):
+    raise SystemExit(f"t5rank score: {args.output}.shards is a symbolic link; the shards are "
+                     "written there, so give an output whose .shards is a plain directory")
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   logging.getLogger("t5rank").setLevel(logging.INFO)
   if args.cpu_devices is not None and args.cpu_devices < 1:
@@ -111,7 +119,13 @@ def run(args: argparse.Namespace) -> int:
   use_cpu_devices(args.cpu_devices)
   if args.distributed:
     jax.distributed.initialize()
-  try:  # bad input fails before the checkpoint is loaded
+  try:  # bad options and input fail before the checkpoint is loaded
+    if args.max_length is not None and args.max_length < 1:
+      raise ValueError(f"--max-length must be positive, got {args.max_length}")
+    options = ScoringOptions(
+        aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
+        batch_tokens=args.batch_tokens, shard_size=args.shard_size,
+        skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     candidates = check_candidates(read_run(args.run), queries, corpus,
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
@@ -125,15 +139,13 @@ def run(args: argparse.Namespace) -> int:
   reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
       "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": bm25_in_input})
-  options = ScoringOptions(
-      aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
-      batch_tokens=args.batch_tokens, shard_size=args.shard_size, skip_missing=args.skip_missing,
-      tag=args.tag, mesh_shape=args.mesh)
   try:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,
         output=args.output, options=options, per_passage_output=args.per_passage_output,
         model_id=os.path.abspath(args.checkpoint), sources=(args.queries, args.corpus))
+  except (FloatingPointError, RuntimeError) as e:  # non-finite scores, shards of another job
+    raise SystemExit(f"t5rank score: {e}") from None
   except KeyboardInterrupt:
     print(f"\ninterrupted: finished shards are kept in {args.output}.shards; run the same command "
           "again to continue", file=sys.stderr)

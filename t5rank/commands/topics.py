@@ -27,8 +27,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+  from t5rank.commands import refuse_overwriting_inputs
   from t5rank.data.readers import InputFormatError, atomic_write, read_trec_topics
 
+  refuse_overwriting_inputs("topics", {"--output": args.output}, {"TOPICS": args.topics})
   try:
     topics = read_trec_topics(args.topics)
   except InputFormatError as e:

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import gzip
 import json
+import math
 import logging
 import os
 import re
@@ -70,7 +71,7 @@ def read_lines(path: str, handle: Callable[[str], None], skip_bad: bool) -> None
     for lineno, raw in enumerate(f, start=1):
       try:
         try:
-          line = raw.decode("utf-8")
+          line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a byte-order mark is fine
         except UnicodeDecodeError as e:
           raise BadLine(f"undecodable bytes (expected UTF-8) at byte {e.start}") from None
         line = line.rstrip("\r\n")
@@ -89,7 +90,7 @@ def _is_jsonl(path: str) -> bool:
   with _open_binary(path) as f:
     for raw in f:
       if raw.strip():
-        return raw.lstrip().startswith(b"{")
+        return raw.lstrip().removeprefix(b"\xef\xbb\xbf").startswith(b"{")
   return False
 
 
@@ -174,8 +175,11 @@ def read_corpus(path: str, *, skip_bad: bool = False) -> dict[str, Document]:
 
 
 def read_qrels(path: str, *, skip_bad: bool = False) -> dict[str, dict[str, int]]:
-  """qid -> {docid: relevance}, from TREC qrels `qid 0 docid relevance` (a repeated pair: last wins)."""
+  """qid -> {docid: relevance}, from TREC qrels `qid 0 docid relevance`. A repeated pair with the
+  same label is harmless; with conflicting labels the last wins and a warning names the count and
+  the first such pair."""
   qrels: dict[str, dict[str, int]] = {}
+  conflicts: list[str] = []
 
   def handle(line: str) -> None:
     qid, _, docid, rel = split_columns(line, None, (4,), "4 columns (qid 0 docid relevance)")
@@ -183,9 +187,15 @@ def read_qrels(path: str, *, skip_bad: bool = False) -> dict[str, dict[str, int]
       relevance = int(rel)
     except ValueError:
       raise BadLine(f"relevance must be an integer, got {rel!r}") from None
-    qrels.setdefault(qid, {})[docid] = relevance
+    previous = qrels.setdefault(qid, {}).get(docid)
+    if previous is not None and previous != relevance:
+      conflicts.append(f"query {qid!r}, document {docid!r}: {previous} then {relevance}")
+    qrels[qid][docid] = relevance
 
   read_lines(path, handle, skip_bad)
+  if conflicts:
+    logger.warning("%s: %d judged pair(s) repeated with conflicting labels (the last is used); "
+                   "first: %s", path, len(conflicts), conflicts[0])
   return qrels
 
 
@@ -242,7 +252,7 @@ def read_trec_topics(path: str) -> dict[str, Topic]:
   with _open_binary(path) as f:
     raw = f.read()
   try:
-    text = raw.decode("utf-8")
+    text = raw.decode("utf-8-sig")
   except UnicodeDecodeError as e:
     line = raw.count(b"\n", 0, e.start) + 1
     raise InputFormatError(f"{path}:{line}: undecodable bytes (expected UTF-8)") from None
@@ -265,7 +275,28 @@ def read_trec_topics(path: str) -> dict[str, Topic]:
     topics[fields["num"]] = Topic(fields["title"], fields.get("desc", ""), fields.get("narr", ""))
   if not topics:
     raise InputFormatError(f"{path}: no <top> ... </top> topic found (expected a TREC topics file)")
+  unclosed = text.rfind("<top>")
+  if unclosed > text.rfind("</top>"):
+    logger.warning("%s:%d: a <top> block is never closed (a truncated file?); its topic is left "
+                   "out", path, text.count("\n", 0, unclosed) + 1)
   return topics
+
+
+def check_finite_run(run: Mapping[str, Sequence[tuple[str, float]]], name: str = "the run") -> None:
+  """Raises ValueError naming the first (query, document) and the count when `run` holds a NaN or
+  infinite score: a ranking of such scores looks valid and is not."""
+  bad = [(qid, docid, score) for qid, docs in run.items() for docid, score in docs
+         if not math.isfinite(score)]
+  if bad:
+    qid, docid, score = bad[0]
+    raise ValueError(f"{name} holds {len(bad)} non-finite score(s), e.g. query {qid!r}, document "
+                     f"{docid!r}: {score!r}; refusing to rank or evaluate it")
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
 
 
 @contextlib.contextmanager
@@ -280,6 +311,7 @@ def atomic_write(path: str, mode: str = "w") -> Iterator[IO]:
       yield f
       f.flush()
       os.fsync(f.fileno())
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output gets the usual mode
     os.replace(tmp, path)
   except BaseException:
     with contextlib.suppress(FileNotFoundError):
@@ -293,8 +325,18 @@ def _run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iter
   if not tag or any(c.isspace() for c in tag):
     raise ValueError(f"run tag must be a non-empty word without whitespace, got {tag!r}")
   for qid, candidates in run.items():
+    check_run_id(qid, "query")
     for rank, (docid, score) in enumerate(candidates, start=1):
+      check_run_id(docid, "document")
       yield f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
+
+
+def check_run_id(identifier: str, what: str, source: str = "") -> None:
+  """Raises ValueError when `identifier` cannot stand in a TREC run (empty, or with whitespace, which
+  separates its columns: the run could not be read back)."""
+  if not identifier or any(c.isspace() for c in identifier):
+    raise ValueError(f"{source + ': ' if source else ''}{what} id {identifier!r} cannot be written "
+                     "into a TREC run (ids must be non-empty and free of whitespace)")
 
 
 def write_run(path: str, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:

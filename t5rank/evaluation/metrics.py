@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Run
+from t5rank.data.readers import Run, check_finite_run
 
 DEFAULT_METRICS = ("MRR@10", "MRR", "MAP", "P@1", "P@20", "nDCG@10", "nDCG@20", "recall@1000",
                    "acc@10")
@@ -66,6 +66,7 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
   query missing from `run`)."""
   import ir_measures
 
+  check_finite_run(run)
   qids = relevant_queries(qrels)
   position = {qid: i for i, qid in enumerate(qids)}
   values = {name: np.zeros(len(qids)) for name in metrics}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 from typing import Optional, Sequence
 
@@ -67,6 +68,11 @@ class MonoT5(Reranker):
       raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model only "
                        f"{config.vocab_size} embedding rows; give the vocabulary it was trained "
                        "with (--vocab)")
+    marks = TemplateIds(vocab)
+    fixed = len(marks.query) + len(marks.document) + len(marks.relevant) + 1  # + EOS
+    if max_length <= fixed:
+      raise ValueError(f"max_length {max_length} cannot hold the input template and any text "
+                       f"({fixed} tokens: Query: Document: Relevant: EOS)")
     self.config = config
     self.vocab = vocab
     self.target_ids = tuple(int(i) for i in target_ids)
@@ -143,11 +149,12 @@ class MonoT5(Reranker):
       vocabulary = load_vocabulary(os.path.join(checkpoint, metadata["vocabulary"]),
                                    metadata.get("vocabulary_extra_ids"))
     else:
-      vocabulary = load_vocabulary()
-    stored_targets = metadata.get("target_words")
+      vocabulary = checkpoint_tokenizer(checkpoint, config)
+    stored_targets = metadata.get("target_words") or beside_weights(checkpoint).get("target_words")
     if isinstance(stored_targets, list):
       stored_targets = tuple(stored_targets)
-    target_ids = resolve_target_words(vocabulary, targets or stored_targets or "true_false")
+    target_ids = resolve_target_words(
+        vocabulary, targets or stored_targets or family_target_words(checkpoint))
     if max_length is None:
       max_length = metadata.get("feature_lengths", {}).get("inputs", DEFAULT_MAX_LENGTH)
     if bm25_in_input is None:
@@ -158,3 +165,55 @@ class MonoT5(Reranker):
     except ValueError as e:
       raise ValueError(f"{checkpoint}: {e}") from None
     return reranker, params
+
+
+RERANKER_CONFIG = "t5rank.json"  # beside the weights of any checkpoint: {"target_words": ...}
+logger = logging.getLogger(__name__)
+
+
+def beside_weights(checkpoint: str) -> dict:
+  """The JSON object of `t5rank.json` in the checkpoint's directory (e.g. `{"target_words":
+  ["yes", "no"]}` beside an mT5 reranker's Hugging Face files), or {}."""
+  path = os.path.join(checkpoint, RERANKER_CONFIG)
+  if not os.path.isfile(path):
+    return {}
+  with open(path, encoding="utf-8") as f:
+    try:
+      value = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not JSON ({e})") from None
+  if not isinstance(value, dict):
+    raise ValueError(f"{path}: expected a JSON object such as {{\"target_words\": [\"yes\", \"no\"]}}")
+  return value
+
+
+def family_target_words(checkpoint: str) -> str:
+  """The target words of the reranker family a checkpoint belongs to: `yes_no` for a Hugging Face
+  mT5 (`model_type` mt5: the mT5 rerankers' words), else monoT5's `true_false`."""
+  path = os.path.join(checkpoint, "config.json")
+  if os.path.isfile(path) and not os.path.isfile(os.path.join(checkpoint, "metadata.json")):
+    with open(path, encoding="utf-8") as f:
+      if json.load(f).get("model_type") == "mt5":
+        return "yes_no"
+  return "true_false"
+
+
+def checkpoint_tokenizer(checkpoint: str, config: T5Config) -> Vocabulary:
+  """The vocabulary a checkpoint without t5rank metadata brings: a Hugging Face directory's
+  `spiece.model` (with as many of T5's 100 extra ids as the embedding holds); a directory with only
+  a `tokenizer.json` is refused (t5rank tokenizes with SentencePiece: give `--vocab`); otherwise
+  T5's vocabulary, with a warning when the checkpoint is a Hugging Face one."""
+  from t5rank.checkpoints.hf import is_hf_checkpoint
+  from t5rank.models.vocab import DEFAULT_EXTRA_IDS, load_vocabulary
+
+  spiece = os.path.join(checkpoint, "spiece.model")
+  if os.path.isfile(spiece):
+    pieces = Vocabulary(spiece, 0).base_vocab_size
+    return load_vocabulary(spiece, max(0, min(DEFAULT_EXTRA_IDS, config.vocab_size - pieces)))
+  if os.path.isfile(os.path.join(checkpoint, "tokenizer.json")):
+    raise ValueError(f"{checkpoint} has a tokenizer.json but no spiece.model; t5rank tokenizes "
+                     "with SentencePiece: give the checkpoint's SentencePiece model with --vocab")
+  if is_hf_checkpoint(checkpoint):
+    logger.warning("%s has no spiece.model; tokenizing with T5's vocabulary (give --vocab if the "
+                   "model was trained with another)", checkpoint)
+  return load_vocabulary()

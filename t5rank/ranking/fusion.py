@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Run
+from t5rank.data.readers import Run, check_finite_run
 
 NORMALIZATIONS = ("zscore", "minmax")
 DEFAULT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
@@ -45,6 +45,8 @@ def interpolate(first: Run, second: Run, weight: float, *, normalization: str = 
   ties by document id). Raises ValueError when a query's candidates differ between the runs."""
   if not 0.0 <= weight <= 1.0:
     raise ValueError(f"weight must be in [0, 1], got {weight}")
+  check_finite_run(first, "the first run")
+  check_finite_run(second, "the second run")
   if set(first) != set(second):
     only = sorted(set(first) ^ set(second))
     raise ValueError(f"the runs rank different queries (e.g. {only[:3]}); fuse runs of the same "

@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import shutil
 import sys
 from typing import Callable, Iterable, Mapping, Optional, Sequence
@@ -58,6 +57,16 @@ class ScoringOptions:
   skip_missing: bool = False
   tag: str = "t5rank"
   mesh_shape: tuple[int, int] = (-1, 1)
+
+  def __post_init__(self):
+    if self.shard_size < 1:
+      raise ValueError(f"shard_size must be a positive number of passages, got {self.shard_size}")
+    if self.batch_tokens is not None and self.batch_tokens < 1:
+      raise ValueError(f"batch_tokens must be positive, got {self.batch_tokens}")
+    if not self.tag or any(c.isspace() for c in self.tag):
+      raise ValueError(f"the run tag must be a non-empty word without whitespace, got {self.tag!r}")
+    if self.window < 0 or self.stride < 1:
+      raise ValueError(f"window must be >= 0 and stride >= 1, got {self.window}, {self.stride}")
 
 
 def score_batches(reranker: Reranker, params, batches: Iterable[Batch], num_items: int, *,
@@ -94,9 +103,21 @@ def score_batches(reranker: Reranker, params, batches: Iterable[Batch], num_item
   return scores, p
 
 
+def check_finite_scores(scores: np.ndarray, pairs: Sequence) -> None:
+  """Raises FloatingPointError naming the first pair and the count when a score is NaN or infinite
+  (e.g. weights with a NaN): nothing of such a shard is written."""
+  bad = np.flatnonzero(~np.isfinite(scores))
+  if bad.size:
+    pair = pairs[int(bad[0])]
+    raise FloatingPointError(
+        f"{bad.size} of {len(scores)} scores are not finite, e.g. query {pair.qid!r}, document "
+        f"{pair.docid!r}, window {pair.window}: {float(scores[bad[0]])!r}; the model's weights or inputs "
+        "give NaN/Inf (check the checkpoint); nothing of this shard was written")
+
+
 def params_fingerprint(params) -> str:
   """A hash of the parameters' names, shapes, dtypes and values (their bytes), so that a resumed job
-  refuses other weights at the same path."""
+  refuses other weights at the same path (about 1 s per GB)."""
   import jax
 
   h = hashlib.sha256()
@@ -130,8 +151,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
   batch_tokens = options.batch_tokens or default_batch_tokens(mesh)
-  settings = {"model": model_id, **reranker.fingerprint(), **dataclasses.asdict(options),
-              "batch_tokens": batch_tokens}
+  settings = {"model": model_id, "params_sha256": params_fingerprint(params),
+              **reranker.fingerprint(), **dataclasses.asdict(options), "batch_tokens": batch_tokens}
   for irrelevant in ("aggregation", "skip_missing", "tag", "mesh_shape"):  # they only shape the run
     settings.pop(irrelevant)
   if first_stage is not None:  # the scores are part of the inputs
@@ -145,8 +166,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   shard_pairs = [pairs[k * options.shard_size:(k + 1) * options.shard_size]
                  for k in range(num_shards)]
   mine = list(range(host, num_shards, hosts))
-  todo = [k for k in mine
-          if not os.path.exists(shards.shard_path(directory, k, num_shards))]
+  todo = [k for k in mine if not shards.check_shard(
+      shards.shard_path(directory, k, num_shards), shard_pairs[k])]
   logger.info("%d pairs in %d shards; this host (%d of %d) has %d shards, %d already done; %s on "
               "a (data %d, model %d) mesh", len(pairs), num_shards, host, hosts, len(mine),
               len(mine) - len(todo), reranker.describe(), mesh.shape["data"], mesh.shape["model"])
@@ -168,6 +189,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
     for k, batches in prefetch(map(prepare, todo)):
       scores, p = score_batches(reranker, device_params, batches, len(shard_pairs[k]), mesh=mesh,
                                 on_batch=bar.update)
+      check_finite_scores(scores, shard_pairs[k])
       shards.write_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k], scores, p)
 
   if hosts > 1:
@@ -176,7 +198,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   if host != 0:
     return {}
   rows = [row for k in range(num_shards)
-          for row in shards.read_shard(shards.shard_path(directory, k, num_shards))]
+          for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
   run, winners = shards.rank_documents(rows, options.aggregation)
   if per_passage_output:
     from t5rank.data.readers import atomic_write

@@ -34,14 +34,44 @@ def write_shard(path: str, pairs: Sequence[Pair], log_p: np.ndarray, p: np.ndarr
       f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\n")
 
 
-def read_shard(path: str) -> list[tuple[Pair, float, float]]:
-  """The (pair, log P, P) rows of a shard written by `write_shard`."""
+class ShardError(RuntimeError):
+  """A shard file that does not hold the scores of its pairs (emptied, cut, or edited)."""
+
+
+def read_shard(path: str, pairs: Sequence[Pair]) -> list[tuple[Pair, float, float]]:
+  """The (pair, log P, P) rows of a shard written by `write_shard`, after checking that they are
+  exactly `pairs`, in order, with finite scores; ShardError otherwise, saying how to start over."""
   rows = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      qid, docid, window, lp, pp = line.rstrip("\n").split("\t")
-      rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
+  try:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        qid, docid, window, lp, pp = line.rstrip("\n").split("\t")
+        rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
+  except ValueError as e:
+    raise ShardError(f"{path}:{len(rows) + 1}: not a shard line ({e}); {_START_OVER}") from None
+  if len(rows) != len(pairs):
+    raise ShardError(f"{path} holds {len(rows)} rows, not the {len(pairs)} pairs of this shard "
+                     f"(emptied or cut); {_START_OVER}")
+  wrong = next((i for i, (row, pair) in enumerate(zip(rows, pairs)) if row[0] != pair), None)
+  if wrong is not None:
+    raise ShardError(f"{path}:{wrong + 1}: {tuple(rows[wrong][0])} where this shard has "
+                     f"{tuple(pairs[wrong])}; {_START_OVER}")
+  if not all(np.isfinite(row[1]) for row in rows):
+    raise ShardError(f"{path} holds non-finite scores; {_START_OVER}")
   return rows
+
+
+_START_OVER = ("delete that file to score its pairs again, or the whole .shards directory to "
+               "start over")
+
+
+def check_shard(path: str, pairs: Sequence[Pair]) -> bool:
+  """Whether the shard at `path` exists (and then is valid: `read_shard` raises ShardError when not),
+  so a resumed job trusts no emptied or cut shard."""
+  if not os.path.exists(path):
+    return False
+  read_shard(path, pairs)
+  return True
 
 
 def rank_documents(rows: Iterable[tuple[Pair, float, float]], aggregation: str
