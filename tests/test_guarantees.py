@@ -97,10 +97,10 @@ def test_a_resume_with_other_weights_at_the_same_path_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda text: "", "holds 0 rows, not the 2 pairs of this shard"),
-    (lambda text: text.splitlines(keepends=True)[0], "holds 1 rows, not the 2 pairs"),
-    (lambda text: text.replace("\t", " ", 1), "not a shard line"),
-    (lambda text: text.replace("q1\td0", "q1\td5"), r":1: \('q1', 'd5', 0\) where this shard has"),
+    (lambda text: "", "checksum line is missing"),
+    (lambda text: text.splitlines(keepends=True)[0], "checksum line is missing"),
+    (lambda text: text.replace("e", "f", 1), "does not match its rows"),  # a score changed
+    (lambda text: "".join(text.splitlines(keepends=True)[1:]), "does not match its rows"),
 ])
 def test_an_emptied_or_cut_shard_is_not_trusted(tmp_path, damage, message):
   params = random_params(CONFIG, std=0.2)
@@ -259,3 +259,49 @@ def test_byte_order_marks_modes_conflicting_qrels_and_cut_topics(tmp_path, caplo
                                    "<top>\n<num> Number: 302\n<title> boa")
   assert list(read_trec_topics(str(tmp_path / "topics"))) == ["301"]
   assert "topics:5: a <top> block is never closed" in caplog.text
+
+
+def test_a_shard_of_other_pairs_with_a_valid_checksum_is_refused(tmp_path):
+  params = random_params(CONFIG, std=0.2)
+  interrupted(params, tmp_path / "out.run", after=1)
+  [first] = (tmp_path / "out.run.shards").glob("shard-*")
+  rows = [line for line in first.read_text().splitlines(keepends=True) if not line.startswith("#")]
+  pairs = [shards.Pair("q1", "d5", 0), shards.Pair("q1", "d1", 0)]
+  shards.write_shard(str(first), pairs, np.array([-1.0, -2.0]), np.array([0.3, 0.1]))
+  assert len(rows) == 2
+  with pytest.raises(shards.ShardError, match=r":1: \('q1', 'd5', 0\) where this shard has"):
+    score(params, tmp_path / "out.run")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tag", "a b"], "the run tag must be a non-empty word without whitespace"),
+    (["--max-length", "0"], "--max-length must be positive, got 0"),
+])
+def test_bad_options_fail_before_the_checkpoint_is_read(tmp_path, extra, message):
+  with pytest.raises(SystemExit, match=message):
+    cli.main(["score", "--checkpoint", str(tmp_path / "no such checkpoint"),
+              *write_inputs(tmp_path), "--output", str(tmp_path / "out"), *extra])
+  assert not (tmp_path / "out.shards").exists()
+
+
+def test_a_symlinked_shard_directory_is_refused(tmp_path):
+  (tmp_path / "elsewhere").mkdir()
+  os.symlink(tmp_path / "elsewhere", tmp_path / "out.shards")
+  with pytest.raises(SystemExit, match="out.shards is a symbolic link"):
+    cli.main(["score", "--checkpoint", str(tmp_path / "ckpt"), *write_inputs(tmp_path),
+              "--output", str(tmp_path / "out")])
+  assert not os.listdir(tmp_path / "elsewhere")
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda d: None, "t5rank convert: no checkpoint found at .*ckpt: expected a t5rank directory"),
+    (lambda d: d.mkdir(), "t5rank convert: no checkpoint found at .*ckpt: expected"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text('{"model_type": "bert"}'),
+                (d / "model.safetensors").write_bytes(b"")), "model_type 'bert'"),
+])
+def test_checkpoints_that_are_not_t5_fail_in_one_line(tmp_path, setup, message):
+  directory = tmp_path / "ckpt"
+  setup(directory)
+  with pytest.raises(SystemExit, match=message):
+    cli.main(["convert", "--input", str(directory), "--output", str(tmp_path / "out"),
+              "--to", "native"])

@@ -185,6 +185,7 @@ def load_hf_checkpoint(directory: str) -> tuple[T5Config, Params]:
   """(config, float32 params) of the Hugging Face T5/mT5 checkpoint in `directory`."""
   with open(os.path.join(directory, CONFIG_FILE)) as f:
     hf = json.load(f)
+  config_from_hf(hf)  # a config that is no T5 fails before the weights are opened
   shapes, read = _open_tensors(directory)
   config = config_from_hf(hf, has_lm_head=LM_HEAD in shapes)
   copies = list(EMBEDDING_COPIES) + ([LM_HEAD] if config.tie_embeddings else [])

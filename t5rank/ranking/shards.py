@@ -1,7 +1,8 @@
 """The scorer's resumable output: one file per shard of pairs, a manifest, and the merged run.
 
     OUT.shards/manifest.json           fingerprint of the job, number of shards and of pairs
-    OUT.shards/shard-00003-of-00012.tsv  `qid docid window score p` per pair, written atomically
+    OUT.shards/shard-00003-of-00012.tsv  `qid docid window score p` per pair and a sha256 line,
+                                       written atomically; checked before it is trusted
 A rerun with the same fingerprint scores only the missing shards; when all exist, `rank_documents`
 aggregates each document's windows and sorts each query's documents.
 """
@@ -28,10 +29,16 @@ def shard_path(directory: str, index: int, count: int) -> str:
 
 
 def write_shard(path: str, pairs: Sequence[Pair], log_p: np.ndarray, p: np.ndarray) -> None:
-  """Writes one shard's scores, `qid docid window log_p p` per line, atomically."""
+  """Writes one shard's scores, `qid docid window log_p p` per line, and a last line `# sha256 HEX`
+  of the lines before it, atomically."""
+  lines = [f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\n"
+           for pair, lp, pp in zip(pairs, log_p.tolist(), p.tolist())]
+  body = "".join(lines)
   with atomic_write(path) as f:
-    for pair, lp, pp in zip(pairs, log_p.tolist(), p.tolist()):
-      f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\n")
+    f.write(body + f"{CHECKSUM_PREFIX}{hashlib.sha256(body.encode()).hexdigest()}\n")
+
+
+CHECKSUM_PREFIX = "# sha256 "
 
 
 class ShardError(RuntimeError):
@@ -41,12 +48,19 @@ class ShardError(RuntimeError):
 def read_shard(path: str, pairs: Sequence[Pair]) -> list[tuple[Pair, float, float]]:
   """The (pair, log P, P) rows of a shard written by `write_shard`, after checking that they are
   exactly `pairs`, in order, with finite scores; ShardError otherwise, saying how to start over."""
+  with open(path, encoding="utf-8") as f:
+    text = f.read()
+  body, _, last = text.rstrip("\n").rpartition("\n")
+  body = body + "\n" if body else ""
+  if not last.startswith(CHECKSUM_PREFIX) or (
+      last[len(CHECKSUM_PREFIX):] != hashlib.sha256(body.encode()).hexdigest()):
+    raise ShardError(f"{path}: its checksum line is missing or does not match its rows (emptied, "
+                     f"cut or edited); {_START_OVER}")
   rows = []
   try:
-    with open(path, encoding="utf-8") as f:
-      for line in f:
-        qid, docid, window, lp, pp = line.rstrip("\n").split("\t")
-        rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
+    for line in body.splitlines():
+      qid, docid, window, lp, pp = line.split("\t")
+      rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
   except ValueError as e:
     raise ShardError(f"{path}:{len(rows) + 1}: not a shard line ({e}); {_START_OVER}") from None
   if len(rows) != len(pairs):
