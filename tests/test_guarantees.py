@@ -305,3 +305,36 @@ def test_checkpoints_that_are_not_t5_fail_in_one_line(tmp_path, setup, message):
   with pytest.raises(SystemExit, match=message):
     cli.main(["convert", "--input", str(directory), "--output", str(tmp_path / "out"),
               "--to", "native"])
+
+
+def test_convert_carries_scoring_settings_hf_to_native_and_back(tmp_path):
+  import json
+
+  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.vocab import VOCABULARIES
+
+  config = micro_config(vocab_size=8000)
+  save_hf_checkpoint(str(tmp_path / "hf"), random_params(config, std=0.2), config)
+  (tmp_path / "hf" / "spiece.model").write_bytes(
+      open(VOCABULARIES["insuranceqa_en_8k"][0], "rb").read())
+  (tmp_path / "hf" / "t5rank.json").write_text(json.dumps(
+      {"target_words": "hot_cold", "max_length": 96, "bm25_in_input": True}))
+  before = MonoT5.load(str(tmp_path / "hf"))[0]
+  assert cli.main(["convert", "--input", str(tmp_path / "hf"), "--output",
+                   str(tmp_path / "native"), "--to", "native"]) == 0
+  assert cli.main(["convert", "--input", str(tmp_path / "native"), "--output",
+                   str(tmp_path / "hf2"), "--to", "hf"]) == 0
+  for directory in ("native", "hf2"):
+    after = MonoT5.load(str(tmp_path / directory))[0]
+    assert after.fingerprint() == before.fingerprint(), directory
+  assert (before.max_length, before.bm25_in_input, before.vocab.base_vocab_size) == (96, True, 8000)
+
+
+def test_config_replace_keeps_the_coupling_unless_told():
+  from t5rank.models.config import get_config
+
+  assert get_config("t5_base", tie_embeddings=False).scale_decoder_outputs is False
+  untied_scaled = get_config("t5_base").replace(tie_embeddings=False, scale_decoder_outputs=True)
+  assert untied_scaled.scale_decoder_outputs is True
+  with pytest.raises(SystemExit, match="unknown model config 't5-base'"):
+    cli.main(["convert", "--input", "x", "--output", "y", "--to", "native", "--config", "t5-base"])

@@ -290,3 +290,14 @@ def test_gin_flags_quote_bare_words():
       "TASK_FEATURE_LENGTHS = {'inputs': 64, 'targets': 2}", "INIT_CHECKPOINT = None"]
   with pytest.raises(SystemExit, match="--gin.NAME=VALUE"):
     gin_bindings(["--steps=3"])
+
+
+def test_a_run_resumed_with_more_steps_exports_the_new_final(tmp_path):
+  from t5rank.checkpoints import native
+
+  model_dir = str(tmp_path / "run")
+  train_lib.train(**run_kwargs(model_dir, train_steps=3))
+  assert native.read_metadata(os.path.join(model_dir, "final"))["step"] == 3
+  train_lib.train(**run_kwargs(model_dir, train_steps=6))
+  assert native.read_metadata(os.path.join(model_dir, "final"))["step"] == 6
+  assert native.read_metadata(os.path.join(model_dir, "final.step3"))["step"] == 3

@@ -8,7 +8,7 @@
 | native: t5rank's Orbax directory (`native.py`) | yes | yes | yes |
 | hf: Hugging Face `config.json` + safetensors (`hf.py`) | yes | yes | yes |
 | mesh_tf: TensorFlow checkpoint, Mesh TF names (`mesh_tf.py`) | yes | yes | no |
-| t5x: `checkpoint_N/` msgpack + TensorStore, or Orbax (`t5x.py`) | yes | no | no |
+| t5x: `checkpoint_N/` msgpack + TensorStore, or Orbax (`t5x.py`) | yes | yes (Orbax layout) | no |
 
 Formats without a config need one passed in (`config=` / `--config NAME`); every importer checks
 each tensor's name and shape and reports missing, misshaped and unexpected ones by name.

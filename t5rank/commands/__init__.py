@@ -14,7 +14,7 @@ def positive_int(text: str) -> int:
 
 
 def refuse_overwriting_inputs(command: str, outputs: dict, inputs: dict) -> None:
-  """Exits (status 2) naming both flags when an output path is an input path of the same command
+  """Exits (status 1) naming both flags when an output path is an input path of the same command
   (or two outputs are one file), before any work: writing it would destroy the input. `outputs` and
   `inputs` map a flag to a path (None: not given)."""
   import os

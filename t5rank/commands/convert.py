@@ -46,44 +46,59 @@ def add_parser(subparsers) -> None:
 def convert(input_path: str, output_path: str, to: str, config: Optional[T5Config] = None, *,
             hf_generation: str = "4", step: int = 0) -> T5Config:
   """Reads the checkpoint at `input_path` and writes it to `output_path` in format `to` ("native",
-  "hf" in the config form of transformers `hf_generation`, or "t5x" as step `step`). Returns the
-  model's config."""
-  import functools
+  "hf" in the config form of transformers `hf_generation`, or "t5x" as step `step`), with what the
+  input says about scoring it (vocabulary, target words, input length, BM25 score in the input:
+  metadata.json for native, `spiece.model` + `t5rank.json` for hf; t5x has no room for them and a
+  note says what to pass). Returns the model's config."""
+  import json
+  import shutil
 
   from t5rank.checkpoints import load_checkpoint, save_checkpoint
   from t5rank.checkpoints.hf import save_hf_checkpoint
   from t5rank.checkpoints.t5x import save_t5x_checkpoint
+  from t5rank.models.monot5 import RERANKER_CONFIG
 
-  savers = {"native": save_checkpoint,
-            "hf": functools.partial(save_hf_checkpoint, generation=hf_generation),
-            "t5x": functools.partial(save_t5x_checkpoint, step=step)}
-  if to not in savers:
-    raise ValueError(f"cannot write format {to!r}; choose one of {sorted(savers)}")
+  from t5rank.models.monot5 import scoring_settings
+
+  if to not in ("native", "hf", "t5x"):
+    raise ValueError(f"cannot write format {to!r}; choose one of native, hf, t5x")
   config, params = load_checkpoint(input_path, config)
-  savers[to](output_path, params, config)
-  if to == "hf":
-    _carry_tokenizer(input_path, output_path)
+  settings = scoring_settings(input_path)
+  if to == "native":
+    extra = {k: settings[k] for k in ("target_words", "bm25_in_input") if settings[k] is not None}
+    if settings["max_length"] is not None:
+      extra["feature_lengths"] = {"inputs": settings["max_length"]}
+    if settings["vocabulary"]:
+      extra["vocabulary"] = os.path.basename(settings["vocabulary"])
+      extra["vocabulary_extra_ids"] = _extra_ids(settings, config)
+    save_checkpoint(output_path, params, config, extra_metadata=extra)
+    if settings["vocabulary"]:
+      shutil.copyfile(settings["vocabulary"], os.path.join(output_path, extra["vocabulary"]))
+  elif to == "hf":
+    save_hf_checkpoint(output_path, params, config, generation=hf_generation)
+    if settings["vocabulary"]:
+      shutil.copyfile(settings["vocabulary"], os.path.join(output_path, "spiece.model"))
+    beside = {k: settings[k] for k in ("target_words", "max_length", "bm25_in_input")
+              if settings[k] is not None}
+    if beside:
+      with open(os.path.join(output_path, RERANKER_CONFIG), "w", encoding="utf-8") as f:
+        json.dump(beside, f, indent=1)
+  else:
+    save_t5x_checkpoint(output_path, params, config, step=step)
+    if settings["vocabulary"] or settings["target_words"] not in (None, "true_false"):
+      print(f"note: a t5x checkpoint stores no tokenizer or target words; score it with --vocab "
+            f"{settings['vocabulary'] or 't5'} --targets {settings['target_words']}")
   return config
 
 
-def _carry_tokenizer(checkpoint: str, hf_dir: str) -> None:
-  """A t5rank checkpoint's vocabulary and target words, beside the Hugging Face files as
-  `spiece.model` and `t5rank.json`, so that the converted reranker tokenizes and scores as before."""
-  import json
-  import shutil
+def _extra_ids(settings: dict, config: T5Config) -> int:
+  """The extra ids of the carried vocabulary: as stored, else as many of T5's 100 as fit."""
+  from t5rank.models.vocab import DEFAULT_EXTRA_IDS, Vocabulary
 
-  from t5rank.checkpoints import native
-  from t5rank.models.monot5 import RERANKER_CONFIG
-
-  if not native.is_native_checkpoint(checkpoint):
-    return
-  metadata = native.read_metadata(checkpoint)
-  if metadata.get("vocabulary"):
-    shutil.copyfile(os.path.join(checkpoint, metadata["vocabulary"]),
-                    os.path.join(hf_dir, "spiece.model"))
-  if metadata.get("target_words"):
-    with open(os.path.join(hf_dir, RERANKER_CONFIG), "w", encoding="utf-8") as f:
-      json.dump({"target_words": metadata["target_words"]}, f)
+  if settings["vocabulary_extra_ids"] is not None:
+    return settings["vocabulary_extra_ids"]
+  pieces = Vocabulary(settings["vocabulary"], 0).base_vocab_size
+  return max(0, min(DEFAULT_EXTRA_IDS, config.vocab_size - pieces))
 
 
 def run(args: argparse.Namespace) -> int:

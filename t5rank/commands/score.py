@@ -12,6 +12,7 @@ from t5rank.commands import refuse_overwriting_inputs
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
 from t5rank.ranking.scorer import ScoringOptions
+from t5rank.ranking.shards import ShardError
 
 
 def parse_targets(text: str) -> str | tuple[str, str]:
@@ -144,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,
         output=args.output, options=options, per_passage_output=args.per_passage_output,
         model_id=os.path.abspath(args.checkpoint), sources=(args.queries, args.corpus))
-  except (FloatingPointError, RuntimeError) as e:  # non-finite scores, shards of another job
+  except (FloatingPointError, ShardError) as e:  # non-finite scores, shards of another job
+    if args.debug:
+      raise
     raise SystemExit(f"t5rank score: {e}") from None
   except KeyboardInterrupt:
     print(f"\ninterrupted: finished shards are kept in {args.output}.shards; run the same command "

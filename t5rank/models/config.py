@@ -52,7 +52,12 @@ class T5Config:
       object.__setattr__(self, "scale_decoder_outputs", self.tie_embeddings)
 
   def replace(self, **changes: Any) -> "T5Config":
-    """Returns a copy with `changes` applied (e.g. `dtype="bfloat16"`, `dropout_rate=0.0`)."""
+    """Returns a copy with `changes` applied (e.g. `dtype="bfloat16"`, `dropout_rate=0.0`). Changing
+    `tie_embeddings` alone moves `scale_decoder_outputs` with it when the two were equal (the
+    coupling T5 v1.0 and v1.1 share); give both to set them apart."""
+    if ("tie_embeddings" in changes and "scale_decoder_outputs" not in changes
+        and self.scale_decoder_outputs == self.tie_embeddings):
+      changes["scale_decoder_outputs"] = changes["tie_embeddings"]
     return dataclasses.replace(self, **changes)
 
   def to_json(self) -> str:
@@ -118,5 +123,5 @@ CONFIGS: dict[str, T5Config] = {
 def get_config(name: str, **overrides: Any) -> T5Config:
   """Returns the named configuration (see `CONFIGS`), with `overrides` applied."""
   if name not in CONFIGS:
-    raise KeyError(f"unknown model config {name!r}; choose one of {sorted(CONFIGS)}")
+    raise ValueError(f"unknown model config {name!r}; choose one of {sorted(CONFIGS)}")
   return CONFIGS[name].replace(**overrides)

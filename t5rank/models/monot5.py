@@ -150,15 +150,17 @@ class MonoT5(Reranker):
                                    metadata.get("vocabulary_extra_ids"))
     else:
       vocabulary = checkpoint_tokenizer(checkpoint, config)
-    stored_targets = metadata.get("target_words") or beside_weights(checkpoint).get("target_words")
+    beside = beside_weights(checkpoint)
+    stored_targets = metadata.get("target_words") or beside.get("target_words")
     if isinstance(stored_targets, list):
       stored_targets = tuple(stored_targets)
     target_ids = resolve_target_words(
         vocabulary, targets or stored_targets or family_target_words(checkpoint))
     if max_length is None:
-      max_length = metadata.get("feature_lengths", {}).get("inputs", DEFAULT_MAX_LENGTH)
+      max_length = metadata.get("feature_lengths", {}).get(
+          "inputs", beside.get("max_length", DEFAULT_MAX_LENGTH))
     if bm25_in_input is None:
-      bm25_in_input = bool(metadata.get("bm25_in_input", False))
+      bm25_in_input = bool(metadata.get("bm25_in_input", beside.get("bm25_in_input", False)))
     try:
       reranker = cls(config, vocabulary, target_ids, max_length=max_length,
                      bm25_in_input=bm25_in_input)
@@ -167,7 +169,9 @@ class MonoT5(Reranker):
     return reranker, params
 
 
-RERANKER_CONFIG = "t5rank.json"  # beside the weights of any checkpoint: {"target_words": ...}
+# Beside the weights of a checkpoint in a format with no room for them (Hugging Face): how to score
+# it, {"target_words": ..., "max_length": ..., "bm25_in_input": ...}; `t5rank convert` writes it.
+RERANKER_CONFIG = "t5rank.json"
 logger = logging.getLogger(__name__)
 
 
@@ -217,3 +221,25 @@ def checkpoint_tokenizer(checkpoint: str, config: T5Config) -> Vocabulary:
     logger.warning("%s has no spiece.model; tokenizing with T5's vocabulary (give --vocab if the "
                    "model was trained with another)", checkpoint)
   return load_vocabulary()
+
+
+def scoring_settings(checkpoint: str) -> dict:
+  """What a checkpoint says about scoring it, for `t5rank convert` to carry into another format:
+  {"vocabulary": SentencePiece file or None (T5's), "vocabulary_extra_ids", "target_words",
+  "max_length", "bm25_in_input"}, from a t5rank checkpoint's metadata.json, else a Hugging Face
+  directory's `spiece.model`, `t5rank.json` and `model_type`."""
+  from t5rank.checkpoints import native
+
+  if native.is_native_checkpoint(checkpoint):
+    metadata = native.read_metadata(checkpoint)
+    vocabulary = metadata.get("vocabulary")
+    return {"vocabulary": os.path.join(checkpoint, vocabulary) if vocabulary else None,
+            "vocabulary_extra_ids": metadata.get("vocabulary_extra_ids"),
+            "target_words": metadata.get("target_words"),
+            "max_length": metadata.get("feature_lengths", {}).get("inputs"),
+            "bm25_in_input": metadata.get("bm25_in_input")}
+  beside = beside_weights(checkpoint)
+  spiece = os.path.join(checkpoint, "spiece.model")
+  return {"vocabulary": spiece if os.path.isfile(spiece) else None, "vocabulary_extra_ids": None,
+          "target_words": beside.get("target_words") or family_target_words(checkpoint),
+          "max_length": beside.get("max_length"), "bm25_in_input": beside.get("bm25_in_input")}

@@ -51,10 +51,12 @@ def scoring_mesh(mesh_shape: Sequence[int] = (-1, 1)):
 
 
 def default_batch_tokens(mesh) -> int:
-  """Padded tokens per batch: 2048 per CPU device (small, cache-sized batches were fastest there;
-  see BENCHMARKS.md), 16384 per device on GPU and TPU."""
-  per_device = 2048 if mesh.devices.flat[0].platform == "cpu" else 16384
-  return per_device * mesh.devices.size
+  """Padded tokens per batch: 2048 per data-parallel group of the mesh on a CPU (small, cache-sized
+  batches were fastest there; see BENCHMARKS.md), 16384 per group on GPU and TPU. A group is one
+  device on an (n, 1) mesh; on a (d, m) mesh each of the d groups of m devices computes its rows
+  together, each device holding 1/m of the weights."""
+  per_group = 2048 if mesh.devices.flat[0].platform == "cpu" else 16384
+  return per_group * mesh.shape["data"]
 
 
 def place_params(params, axes, mesh):

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import shutil
 import sys
 from typing import Callable, Iterable, Mapping, Optional, Sequence
@@ -151,7 +152,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
   batch_tokens = options.batch_tokens or default_batch_tokens(mesh)
-  settings = {"model": model_id, "params_sha256": params_fingerprint(params),
+  settings = {"weights": model_id, "params_sha256": params_fingerprint(params),
               **reranker.fingerprint(), **dataclasses.asdict(options), "batch_tokens": batch_tokens}
   for irrelevant in ("aggregation", "skip_missing", "tag", "mesh_shape"):  # they only shape the run
     settings.pop(irrelevant)
@@ -159,7 +160,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
     settings["first_stage_sha256"] = hashlib.sha256(
         json.dumps(sorted((*key, s) for key, s in first_stage.items())).encode()).hexdigest()
   shards.open_shard_directory(directory, {
-      "fingerprint": shards.fingerprint(pairs, queries, passages, settings),
+      "fingerprint": shards.fingerprint(pairs, queries, passages, settings), "settings": settings,
       "num_shards": num_shards, "num_pairs": len(pairs)})
 
   host, hosts = jax.process_index(), jax.process_count()
@@ -197,6 +198,12 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
     multihost_utils.sync_global_devices("t5rank score: all shards written")
   if host != 0:
     return {}
+  missing = [k for k in range(num_shards)
+             if not os.path.exists(shards.shard_path(directory, k, num_shards))]
+  if missing:  # e.g. hosts that did not share the directory
+    raise shards.ShardError(f"{len(missing)} of {num_shards} shards are missing from {directory} "
+                            f"(first: {missing[0]}); with --distributed every host must write into "
+                            "the same directory (a shared file system)")
   rows = [row for k in range(num_shards)
           for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
   run, winners = shards.rank_documents(rows, options.aggregation)

@@ -122,13 +122,19 @@ def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
 
 
 def open_shard_directory(directory: str, manifest: Mapping) -> None:
+  """Creates `directory` with `manifest`, or checks that the manifest it holds is the same job's;
+  ShardError names the settings that differ (`manifest["settings"]`)."""
   path = os.path.join(directory, MANIFEST_FILE)
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       found = json.load(f)
-    if found != manifest:
-      raise RuntimeError(f"{directory} holds shards of a different scoring job (other inputs, "
-                         "model or options); remove it to start over, or rerun the original command")
+    if found != json.loads(json.dumps(manifest)):
+      before, now = found.get("settings", {}), manifest.get("settings", {})
+      differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+      what = (f"different {', '.join(differ)}" if differ
+              else "other candidates or texts" if before else "other inputs, model or options")
+      raise ShardError(f"{directory} holds shards of a different scoring job ({what}); remove it "
+                       "to start over, or rerun the original command")
     return
   os.makedirs(directory, exist_ok=True)
   with atomic_write(path) as f:

@@ -82,19 +82,27 @@ class RerankEval:
 
   def scores(self, params, config: T5Config):
     """(score, P) of every pair, in pool order, by `params` of the monoT5 `config`."""
+    import jax
+
     from t5rank.models.monot5 import MonoT5
     from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
     from t5rank.ranking.scorer import score_batches
 
-    if config not in self._prepared:  # encoded and bucketed once per architecture
+    # The trainer's parameters already lie on its (data, model) mesh: score there, so that a
+    # model-parallel run is not copied whole onto every device.
+    trained_mesh = getattr(getattr(jax.tree.leaves(params)[0], "sharding", None), "mesh", None)
+    if not isinstance(trained_mesh, jax.sharding.Mesh):
+      trained_mesh = None
+    key = (config, trained_mesh)
+    if key not in self._prepared:  # encoded and bucketed once per architecture and mesh
       reranker = MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
                         bm25_in_input=self.bm25_in_input)
-      mesh = scoring_mesh()
+      mesh = trained_mesh if trained_mesh is not None else scoring_mesh()
       examples = reranker.encode(self.queries, self.passages, self.first_stage)
       batches = reranker.batches(examples, batch_tokens=default_batch_tokens(mesh),
                                  row_multiple=mesh.shape["data"])
-      self._prepared = {config: (reranker, mesh, batches)}
-    reranker, mesh, batches = self._prepared[config]
+      self._prepared = {key: (reranker, mesh, batches)}
+    reranker, mesh, batches = self._prepared[key]
     return score_batches(reranker, place_params(params, reranker.param_axes(), mesh), batches,
                          len(self.pairs), mesh=mesh)
 

@@ -221,7 +221,10 @@ def _restore(manager, trainer: Trainer, run: dict) -> tuple[State, int]:
   restored = manager.restore(step, args=ocp.args.Composite(
       state=ocp.args.StandardRestore(trainer.abstract_state), data=ocp.args.JsonRestore()))
   saved = restored["data"]
-  changed = {k: (saved.get(k), v) for k, v in run.items() if saved.get(k) != v}
+  changed = {k: (saved.get(k), v) for k, v in run.items() if saved.get(k) != v
+             and not (k == "config" and saved.get(k) is not None
+                      and T5Config.from_json(saved[k]) == T5Config.from_json(v))}
+  # (a config saved before a field existed, e.g. scale_decoder_outputs, is the same architecture)
   if changed:
     details = ", ".join(f"{k}: checkpoint {a!r} vs now {b!r}" for k, (a, b) in changed.items())
     raise ValueError(f"{manager.directory} holds step {step} of a run with other settings "
@@ -415,15 +418,25 @@ def check_vocabulary(vocab: Vocabulary, config: T5Config, task_name: str) -> Non
 
 def _export_final(directory: str, params, config: T5Config, metadata: dict,
                   vocab: Optional[Vocabulary] = None) -> None:
-  """The trained parameters as a t5rank checkpoint (`load_checkpoint`, `t5rank score`), once. With
-  `vocab`, its SentencePiece file is copied in before config.json marks the checkpoint complete,
-  and metadata.json names it (`vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`),
-  so that `t5rank score` tokenizes as the training did."""
+  """The trained parameters as a t5rank checkpoint (`load_checkpoint`, `t5rank score`), once per
+  step: an existing export of the same step is kept; one of an earlier step (a run resumed with more
+  TRAIN_STEPS) is moved to `final.step{N}` and the new one written. With `vocab`, its SentencePiece
+  file is copied in before config.json marks the checkpoint complete, and metadata.json names it
+  (`vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`), so that `t5rank score`
+  tokenizes as the training did."""
   from jax.experimental import multihost_utils
 
-  from t5rank.checkpoints import save_checkpoint
+  from t5rank.checkpoints import native, save_checkpoint
   if os.path.exists(os.path.join(directory, "config.json")):
-    return
+    old_step = native.read_metadata(directory).get("step")
+    if old_step == metadata.get("step"):
+      return
+    if jax.process_index() == 0:
+      aside = f"{directory.rstrip(os.sep)}.step{old_step}"
+      shutil.rmtree(aside, ignore_errors=True)
+      os.rename(directory, aside)
+      print(f"{directory} held step {old_step}; moved to {aside}", flush=True)
+    multihost_utils.sync_global_devices("t5rank train: old final moved")
   if vocab is not None:
     name = os.path.basename(vocab.path)
     metadata = dict(metadata, vocabulary=name, vocabulary_extra_ids=vocab.extra_ids)
