@@ -67,7 +67,7 @@ def add_parser(subparsers) -> None:
                  "from its metadata.json, else 512)")
   p.add_argument("--batch-tokens", type=int,
                  help="padded tokens per batch, over all local devices (default: 2048 per CPU "
-                 "device, 16384 per device on GPU/TPU)")
+                 "device, 16384 per device on GPU/TPU, per data-parallel group of --mesh)")
   p.add_argument("--cpu-devices", type=int,
                  help="on a CPU: the devices each batch is split over, each computing its share on "
                  "its own (default: one per core this process may use; 1 gives one device using all "
