@@ -44,9 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.error(f"unrecognized arguments: {' '.join(extra)}")
   if getattr(args, "accepts_extra", False):
     args.extra = extra
+  # User errors (bad input, missing files, unreadable checkpoints, refused resumes, NaN stops) end
+  # in one line on stderr.
   try:
     return int(args.func(args) or 0)
-  except (ValueError, OSError, RuntimeError, FloatingPointError) as e:  # user errors: bad input, files, checkpoints
+  except (ValueError, OSError, RuntimeError, FloatingPointError) as e:
     if args.debug:
       raise
     raise SystemExit(f"t5rank {args.command}: {e}"

@@ -14,6 +14,7 @@ over all devices and reads only its own share of each global batch (`host_data_s
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Mapping, Sequence
 
@@ -24,7 +25,7 @@ from jax.experimental import mesh_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from t5rank.models.config import T5Config
-from t5rank.models.network import param_axes
+from t5rank.models.network import init_params, param_axes
 
 MESH_AXES = ("data", "model")
 
@@ -79,9 +80,10 @@ def create_mesh(mesh_shape: Sequence[int] = (-1, 1),
 
 def param_shardings(config: T5Config, mesh: Mesh,
                     rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES):
-  """A pytree of `NamedSharding`, one per parameter of `config`'s network, from the logical rules."""
-  check_divisible(config, mesh, rules)
-  return nn.logical_to_mesh_sharding(param_axes(config), mesh, rules)
+  """A pytree of `NamedSharding`, one per parameter of `config`'s network, from the logical rules
+  (`shardings_for` on the network's parameter shapes)."""
+  shapes = jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0))
+  return shardings_for(shapes, param_axes(config), mesh, rules)
 
 
 def shardings_for(params, axes, mesh: Mesh,
@@ -93,19 +95,25 @@ def shardings_for(params, axes, mesh: Mesh,
   return nn.logical_to_mesh_sharding(axes, mesh, rules)
 
 
-def check_param_dims(params, axes, mesh_shape: Mapping[str, int],
-                     rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES) -> None:
-  """Raises ValueError naming the parameter when a dimension of `params` (arrays or shapes) that
-  the rules split over a mesh axis is not a multiple of that axis's size in `mesh_shape`."""
+def _dimensions(params, axes, rules):
+  """(parameter path, dimension size, logical axis, mesh axis or None) of every dimension."""
   mesh_axis = dict(rules)
   specs = jax.tree.leaves(axes, is_leaf=lambda x: isinstance(x, PartitionSpec))
   for (path, leaf), spec in zip(jax.tree_util.tree_leaves_with_path(params), specs):
     for size, logical in zip(np.shape(leaf), spec):
-      axis = mesh_axis.get(logical)
-      if axis is not None and size % mesh_shape[axis]:
-        raise ValueError(f"parameter {jax.tree_util.keystr(path)} has a dimension of {size} "
-                         f"({logical}), not divisible by mesh axis {axis}={mesh_shape[axis]}; "
-                         f"choose a mesh whose {axis} size divides it")
+      yield path, size, logical, mesh_axis.get(logical)
+
+
+def check_param_dims(params, axes, mesh_shape: Mapping[str, int],
+                     rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES) -> None:
+  """Raises ValueError naming the parameter and the dimension when a dimension of `params` (arrays
+  or shapes) that the rules split over a mesh axis is not a multiple of that axis's size in
+  `mesh_shape` (e.g. 6 heads on model=4)."""
+  for path, size, logical, axis in _dimensions(params, axes, rules):
+    if axis is not None and size % mesh_shape[axis]:
+      raise ValueError(f"parameter {jax.tree_util.keystr(path)}: dimension {logical}={size} is not "
+                       f"divisible by mesh axis {axis}={mesh_shape[axis]}; choose a mesh whose "
+                       f"{axis} size divides it")
 
 
 def param_bytes_per_device(shapes, axes, mesh_shape: Sequence[int], itemsize: int = 4,
@@ -115,30 +123,11 @@ def param_bytes_per_device(shapes, axes, mesh_shape: Sequence[int], itemsize: in
   worked out from the shapes alone, with no device. A dimension split over an axis holds 1/size
   of it (rounded up, as XLA pads)."""
   sizes = dict(zip(MESH_AXES, mesh_shape))
-  mesh_axis = dict(rules)
-  specs = jax.tree.leaves(axes, is_leaf=lambda x: isinstance(x, PartitionSpec))
-  total = 0
-  for leaf, spec in zip(jax.tree.leaves(shapes), specs):
-    count = 1
-    for size, logical in zip(leaf.shape, spec):
-      axis = mesh_axis.get(logical)
-      count *= -(-size // sizes[axis]) if axis is not None else size
-    total += count * itemsize
-  return total
-
-
-def check_divisible(config: T5Config, mesh: Mesh,
-                    rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES) -> None:
-  """Raises ValueError naming the dimension when a split weight dimension is not a multiple of its
-  mesh axis size (e.g. 6 heads on model=4)."""
-  mesh_axis = dict(rules)
-  sizes = {"vocab": config.vocab_size, "mlp": config.d_ff, "heads": config.num_heads,
-           "joined_kv": config.num_heads * config.d_kv, "embed": config.d_model}
-  for logical, size in sizes.items():
-    axis = mesh_axis.get(logical)
-    if axis is not None and size % mesh.shape[axis]:
-      raise ValueError(f"model dimension {logical}={size} is not divisible by mesh axis "
-                       f"{axis}={mesh.shape[axis]}; choose a mesh whose {axis} size divides it")
+  counts: dict[str, int] = {}
+  for path, size, _, axis in _dimensions(shapes, axes, rules):
+    key = jax.tree_util.keystr(path)
+    counts[key] = counts.get(key, 1) * (-(-size // sizes[axis]) if axis is not None else size)
+  return sum(counts.values()) * itemsize
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -141,7 +141,7 @@ def test_fuse_and_evaluate_refuse_non_finite_scores(tmp_path):
     (["retrieve", "--corpus", "{c}", "--queries", "{q}", "--output", "{c}"],
      "--output {c} is also --corpus"),
     (["topics", "{q}", "--field", "title", "--output", "{q}"], "--output {q} is also TOPICS"),
-    (["convert", "--input", "{d}", "--output", "{d}/", "--to", "hf"], "is the --input checkpoint"),
+    (["convert", "--input", "{d}", "--output", "{d}/", "--to", "hf"], "--output {d}/ is also --input"),
 ])
 def test_no_command_overwrites_its_own_input(tmp_path, argv, message):
   write_inputs(tmp_path)

@@ -127,7 +127,7 @@ def test_indivisible_mesh_names_the_parameter():
 
   config = get_config("tiny")  # d_model 64, 4 heads
   shapes = jax.eval_shape(lambda: init_params(config, jax.random.PRNGKey(0)))
-  with pytest.raises(ValueError, match=r"parameter .* has a dimension of \d+ \(\w+\), not "
-                     r"divisible by mesh axis model=3"):
+  with pytest.raises(ValueError, match=r"parameter .*: dimension \w+=\d+ is not divisible by "
+                     r"mesh axis model=3"):
     partitioning.check_param_dims(shapes, param_axes(config), {"data": 1, "model": 3})
   partitioning.check_param_dims(shapes, param_axes(config), {"data": 3, "model": 2})

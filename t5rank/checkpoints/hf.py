@@ -167,7 +167,7 @@ def _open_tensors(directory: str) -> tuple[dict[str, Shape], Callable[[str], np.
         for key in f.keys():
           shapes[key] = tuple(f.get_slice(key).get_shape())
           where[key] = (path, f.get_slice(key).get_dtype())
-    except Exception as e:  # safetensors' own errors (truncated, not a safetensors file) name no file
+    except Exception as e:  # safetensors' own errors (a truncated file, say) name no file
       if isinstance(e, (CheckpointError, OSError)):
         raise
       raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None

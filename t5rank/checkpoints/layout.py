@@ -34,7 +34,8 @@ class CheckpointError(ValueError):
 # and `dtype` are run choices, not properties of a checkpoint.
 ARCHITECTURE_FIELDS = ("vocab_size", "d_model", "num_heads", "d_kv", "d_ff", "num_encoder_layers",
                        "num_decoder_layers", "feed_forward", "tie_embeddings",
-                       "scale_decoder_outputs", "relative_attention_num_buckets", "relative_attention_max_distance",
+                       "scale_decoder_outputs", "relative_attention_num_buckets",
+                       "relative_attention_max_distance",
                        "layer_norm_epsilon")
 
 

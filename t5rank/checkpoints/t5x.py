@@ -169,7 +169,8 @@ def save_t5x_checkpoint(model_dir: str, params: Mapping[str, Any], config: T5Con
   from t5rank.checkpoints.layout import check_params, unflatten
 
   if config.tie_embeddings != config.scale_decoder_outputs:
-    raise CheckpointError(f"t5x cannot describe this model (tie_embeddings {config.tie_embeddings}, "
+    raise CheckpointError(f"t5x cannot describe this model (tie_embeddings "
+                          f"{config.tie_embeddings}, "
                           f"scale_decoder_outputs {config.scale_decoder_outputs}): its logits via "
                           "the embedding are always scaled, and its separate logits layer never")
   flat = check_params(params, config, "the parameters to export")

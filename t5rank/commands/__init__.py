@@ -13,10 +13,11 @@ def positive_int(text: str) -> int:
   return value
 
 
-def refuse_overwriting_inputs(command: str, outputs: dict, inputs: dict) -> None:
+def refuse_overwriting_inputs(command: str, outputs: dict, inputs: dict, *,
+                              directories: bool = False) -> None:
   """Exits (status 1) naming both flags when an output path is an input path of the same command
   (or two outputs are one file), before any work: writing it would destroy the input. `outputs` and
-  `inputs` map a flag to a path (None: not given)."""
+  `inputs` map a flag to a path (None: not given); outputs are files unless `directories`."""
   import os
 
   seen: dict[str, str] = {}
@@ -30,6 +31,6 @@ def refuse_overwriting_inputs(command: str, outputs: dict, inputs: dict) -> None
     if real in seen:
       raise SystemExit(f"t5rank {command}: {flag} {path} is also {seen[real]}; writing it would "
                        "overwrite that input (or the other output): give another path")
-    if os.path.isdir(real):
+    if os.path.isdir(real) and not directories:
       raise SystemExit(f"t5rank {command}: {flag} {path} is a directory; give a file path")
     seen[real] = flag

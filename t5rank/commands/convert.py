@@ -63,14 +63,15 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
   if to not in ("native", "hf", "t5x"):
     raise ValueError(f"cannot write format {to!r}; choose one of native, hf, t5x")
   config, params = load_checkpoint(input_path, config)
-  settings = scoring_settings(input_path)
+  settings = scoring_settings(input_path, config)
   if to == "native":
     extra = {k: settings[k] for k in ("target_words", "bm25_in_input") if settings[k] is not None}
     if settings["max_length"] is not None:
       extra["feature_lengths"] = {"inputs": settings["max_length"]}
     if settings["vocabulary"]:
       extra["vocabulary"] = os.path.basename(settings["vocabulary"])
-      extra["vocabulary_extra_ids"] = _extra_ids(settings, config)
+      if settings["vocabulary_extra_ids"] is not None:
+        extra["vocabulary_extra_ids"] = settings["vocabulary_extra_ids"]
     save_checkpoint(output_path, params, config, extra_metadata=extra)
     if settings["vocabulary"]:
       shutil.copyfile(settings["vocabulary"], os.path.join(output_path, extra["vocabulary"]))
@@ -91,24 +92,14 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
   return config
 
 
-def _extra_ids(settings: dict, config: T5Config) -> int:
-  """The extra ids of the carried vocabulary: as stored, else as many of T5's 100 as fit."""
-  from t5rank.models.vocab import DEFAULT_EXTRA_IDS, Vocabulary
-
-  if settings["vocabulary_extra_ids"] is not None:
-    return settings["vocabulary_extra_ids"]
-  pieces = Vocabulary(settings["vocabulary"], 0).base_vocab_size
-  return max(0, min(DEFAULT_EXTRA_IDS, config.vocab_size - pieces))
-
-
 def run(args: argparse.Namespace) -> int:
   """Entry point of `t5rank convert`."""
   from t5rank.checkpoints import detect_format
+  from t5rank.commands import refuse_overwriting_inputs
   from t5rank.models.config import get_config
 
-  if os.path.realpath(args.output) == os.path.realpath(args.input):
-    raise SystemExit(f"t5rank convert: --output {args.output} is the --input checkpoint; writing "
-                     "it would destroy the input: give another path")
+  refuse_overwriting_inputs("convert", {"--output": args.output}, {"--input": args.input},
+                            directories=True)
   config = get_config(args.config) if args.config else None
   config = convert(args.input, args.output, args.to, config, hf_generation=args.hf_generation,
                    step=args.step)  # errors become one line in t5rank.cli

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 import logging
 import os
 import sys
@@ -23,23 +22,13 @@ def parse_targets(text: str) -> str | tuple[str, str]:
   return text
 
 
-def checkpoint_bm25_in_input(path: str) -> bool:
-  """Whether a t5rank checkpoint was trained with the BM25 score in its input (metadata.json
-  `bm25_in_input`); False for other formats."""
-  from t5rank.checkpoints import native
-
-  return native.is_native_checkpoint(path) and bool(
-      native.read_metadata(path).get("bm25_in_input", False))
-
-
 def mesh_shape(text: str) -> tuple[int, int]:
   """`--mesh`: `DATA,MODEL`, positive sizes or one -1."""
-  import argparse
-
   try:
     data, model = (int(x) for x in text.split(","))
   except ValueError:
-    raise argparse.ArgumentTypeError(f"expected DATA,MODEL (e.g. 2,4 or -1,1), got {text!r}") from None
+    raise argparse.ArgumentTypeError(
+        f"expected DATA,MODEL (e.g. 2,4 or -1,1), got {text!r}") from None
   if data == 0 or model == 0 or data < -1 or model < -1 or (data, model) == (-1, -1):
     raise argparse.ArgumentTypeError(f"expected positive sizes or one -1, got {text!r}")
   return data, model
@@ -47,10 +36,11 @@ def mesh_shape(text: str) -> tuple[int, int]:
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("score", help="rerank a candidate run with a reranker checkpoint",
-                            description=scorer.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                            description=scorer.__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--checkpoint", required=True, help="checkpoint in any format t5rank loads")
-  p.add_argument("--config", help="model config name (see t5rank.models.config), for checkpoints without "
-                 "one (Mesh TF, t5x)")
+  p.add_argument("--config", help="model config name (see t5rank.models.config), for checkpoints "
+                 "without one (Mesh TF, t5x)")
   p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
   p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
   p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
@@ -102,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
   import jax
 
   from t5rank.data.readers import InputFormatError, read_corpus, read_queries, read_run
+  from t5rank.models.monot5 import scoring_settings
   from t5rank.models.reranker import load_reranker
   from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
   from t5rank.ranking.devices import use_cpu_devices
@@ -132,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
     bm25_in_input = args.bm25_in_input
     if bm25_in_input is None:
-      bm25_in_input = checkpoint_bm25_in_input(args.checkpoint)
+      bm25_in_input = bool(scoring_settings(args.checkpoint)["bm25_in_input"])  # no weights read
     if bm25_in_input:
       first_stage_scores(candidates)
   except (InputFormatError, MissingIdsError, ValueError) as e:

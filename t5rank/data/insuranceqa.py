@@ -9,7 +9,8 @@ the benchmarks, so they all see the same texts, pools and relevance.
   stray tabs and double spaces; T5's SentencePiece and BM25 ignore them, files should not hold them).
 - `load_split(split, language)`: one split cleaned: queries, all 27,413 answers, each query's
   relevant answers and its pool (relevant answers and the 200 retrieved negatives, by answer id:
-  the candidate set InsuranceQA defines).
+  the candidate set InsuranceQA defines); `split_of(records, answers, language)` the same on given
+  records.
 - `export_insuranceqa(out_dir, split, language)` writes a split as the files of a ranking job:
   `queries.tsv` (`qid<TAB>question`), `corpus.jsonl` (all answers, `{"id", "text"}`), `qrels.txt`
   (`qid 0 answer_id 1`), `pool.run` (each pool, score 0, by answer id: the file ranks nothing).
@@ -67,6 +68,13 @@ class Split:
 def load_split(split: str, language: str = "en", num_queries: Optional[int] = None) -> Split:
   """`split` in `language`, its first `num_queries` queries by id (all when None)."""
   records, answers = load_records(split, language)
+  return split_of(records, answers, language, num_queries)
+
+
+def split_of(records: dict, answers: dict, language: str,
+             num_queries: Optional[int] = None) -> Split:
+  """`load_split` on given records (`{qid: {en, zh, answers, negatives}}`) and answers
+  (`{aid: {en, zh}}`)."""
   qids = sorted(records, key=int)[:num_queries]
   relevant = {qid: list(records[qid]["answers"]) for qid in qids}
   return Split(

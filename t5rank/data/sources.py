@@ -30,7 +30,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from t5rank.data.insuranceqa import clean, load_records
+from t5rank.data.insuranceqa import load_records, split_of
 from t5rank.data.readers import (BadLine, InputFormatError, document_text, read_corpus, read_lines,
                                  read_qrels, read_queries, read_run, split_columns)
 
@@ -280,23 +280,21 @@ def insuranceqa(split: str, language: str = "en") -> TripleTable:
 
 def insuranceqa_table(records: dict, answers: dict, language: str) -> TripleTable:
   """`insuranceqa` on given records (`{qid: {en, zh, answers, negatives}}`) and answers
-  (`{aid: {en, zh}}`), in query-id order."""
-  answer_ids = sorted(answers, key=int)
-  answer_index = {aid: i for i, aid in enumerate(answer_ids)}
-  documents = [clean(answers[aid][language]) for aid in answer_ids]
+  (`{aid: {en, zh}}`), in query-id order: the one loader's `split_of`, as a triple table (queries
+  without a negative are left out)."""
+  data = split_of(records, answers, language)
+  answer_index = {aid: i for i, aid in enumerate(data.answers)}
   queries, positives, pools, positive_pools = [], [], [], []
-  for qid in sorted(records, key=int):
-    record = records[qid]
-    relevant = set(record["answers"])
-    pool = [answer_index[a] for a in record["negatives"] if a not in relevant]
+  for qid, query in data.queries.items():
+    pool = [answer_index[a] for a in data.negatives[qid]]
     if not pool:
       continue
-    queries.append(clean(record[language]))
+    queries.append(query)
     pools.append(pool)
-    for aid in record["answers"]:
+    for aid in data.relevant[qid]:
       positives.append((len(queries) - 1, answer_index[aid]))
       positive_pools.append(len(pools) - 1)
-  return _pooled_table(queries, documents, positives, pools, positive_pools)
+  return _pooled_table(queries, list(data.answers.values()), positives, pools, positive_pools)
 
 
 def _setting(value: Optional[str], env: str, what: str) -> str:

@@ -60,8 +60,8 @@ class InsuranceqaV2(tfds.core.GeneratorBasedBuilder):
 
   def _generate_examples(self, split: str):
     language = self.builder_config.language
-    records, _ = insuranceqa.load_records(split, language)
-    data = insuranceqa.load_split(split, language, self.builder_config.max_queries)
+    records, answers = insuranceqa.load_records(split, language)
+    data = insuranceqa.split_of(records, answers, language, self.builder_config.max_queries)
     for qid, query in data.queries.items():
       yield qid, {
           "query_id": qid,

@@ -134,7 +134,7 @@ class MonoT5(Reranker):
     (`vocabulary`, `target_words`, `feature_lengths.inputs`, `bm25_in_input`), else T5's
     vocabulary, true_false, 512 and no score. `dtype` ("bfloat16") casts the parameters and the
     activations; float32 is the default and the reference."""
-    from t5rank.checkpoints import load_checkpoint, native
+    from t5rank.checkpoints import load_checkpoint
     from t5rank.models.config import get_config
     from t5rank.models.vocab import load_vocabulary, resolve_target_words
 
@@ -142,25 +142,21 @@ class MonoT5(Reranker):
     if dtype:
       config = config.replace(dtype=dtype)
       params = cast_params(params, dtype)
-    metadata = native.read_metadata(checkpoint) if native.is_native_checkpoint(checkpoint) else {}
+    stored = scoring_settings(checkpoint, config)
     if vocab is not None:
       vocabulary = load_vocabulary(vocab)
-    elif metadata.get("vocabulary") is not None:
-      vocabulary = load_vocabulary(os.path.join(checkpoint, metadata["vocabulary"]),
-                                   metadata.get("vocabulary_extra_ids"))
+    elif stored["vocabulary"] is not None:
+      vocabulary = load_vocabulary(stored["vocabulary"], stored["vocabulary_extra_ids"])
     else:
-      vocabulary = checkpoint_tokenizer(checkpoint, config)
-    beside = beside_weights(checkpoint)
-    stored_targets = metadata.get("target_words") or beside.get("target_words")
+      vocabulary = default_vocabulary(checkpoint)
+    stored_targets = stored["target_words"]
     if isinstance(stored_targets, list):
       stored_targets = tuple(stored_targets)
-    target_ids = resolve_target_words(
-        vocabulary, targets or stored_targets or family_target_words(checkpoint))
+    target_ids = resolve_target_words(vocabulary, targets or stored_targets or "true_false")
     if max_length is None:
-      max_length = metadata.get("feature_lengths", {}).get(
-          "inputs", beside.get("max_length", DEFAULT_MAX_LENGTH))
+      max_length = stored["max_length"] or DEFAULT_MAX_LENGTH
     if bm25_in_input is None:
-      bm25_in_input = bool(metadata.get("bm25_in_input", beside.get("bm25_in_input", False)))
+      bm25_in_input = bool(stored["bm25_in_input"])
     try:
       reranker = cls(config, vocabulary, target_ids, max_length=max_length,
                      bm25_in_input=bm25_in_input)
@@ -187,7 +183,8 @@ def beside_weights(checkpoint: str) -> dict:
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: not JSON ({e})") from None
   if not isinstance(value, dict):
-    raise ValueError(f"{path}: expected a JSON object such as {{\"target_words\": [\"yes\", \"no\"]}}")
+    raise ValueError(f"{path}: expected a JSON object such as "
+                     '{"target_words": ["yes", "no"]}')
   return value
 
 
@@ -202,18 +199,13 @@ def family_target_words(checkpoint: str) -> str:
   return "true_false"
 
 
-def checkpoint_tokenizer(checkpoint: str, config: T5Config) -> Vocabulary:
-  """The vocabulary a checkpoint without t5rank metadata brings: a Hugging Face directory's
-  `spiece.model` (with as many of T5's 100 extra ids as the embedding holds); a directory with only
-  a `tokenizer.json` is refused (t5rank tokenizes with SentencePiece: give `--vocab`); otherwise
-  T5's vocabulary, with a warning when the checkpoint is a Hugging Face one."""
+def default_vocabulary(checkpoint: str) -> Vocabulary:
+  """T5's vocabulary, for a checkpoint that names none: refused for a directory with a
+  `tokenizer.json` but no `spiece.model` (t5rank tokenizes with SentencePiece: give `--vocab`), with
+  a warning for a Hugging Face directory without a tokenizer."""
   from t5rank.checkpoints.hf import is_hf_checkpoint
-  from t5rank.models.vocab import DEFAULT_EXTRA_IDS, load_vocabulary
+  from t5rank.models.vocab import load_vocabulary
 
-  spiece = os.path.join(checkpoint, "spiece.model")
-  if os.path.isfile(spiece):
-    pieces = Vocabulary(spiece, 0).base_vocab_size
-    return load_vocabulary(spiece, max(0, min(DEFAULT_EXTRA_IDS, config.vocab_size - pieces)))
   if os.path.isfile(os.path.join(checkpoint, "tokenizer.json")):
     raise ValueError(f"{checkpoint} has a tokenizer.json but no spiece.model; t5rank tokenizes "
                      "with SentencePiece: give the checkpoint's SentencePiece model with --vocab")
@@ -223,12 +215,15 @@ def checkpoint_tokenizer(checkpoint: str, config: T5Config) -> Vocabulary:
   return load_vocabulary()
 
 
-def scoring_settings(checkpoint: str) -> dict:
-  """What a checkpoint says about scoring it, for `t5rank convert` to carry into another format:
-  {"vocabulary": SentencePiece file or None (T5's), "vocabulary_extra_ids", "target_words",
-  "max_length", "bm25_in_input"}, from a t5rank checkpoint's metadata.json, else a Hugging Face
-  directory's `spiece.model`, `t5rank.json` and `model_type`."""
+def scoring_settings(checkpoint: str, config: Optional[T5Config] = None) -> dict:
+  """What a checkpoint says about scoring it (`MonoT5.load` reads it; `t5rank convert` carries it
+  into another format): {"vocabulary": SentencePiece file or None (none named),
+  "vocabulary_extra_ids", "target_words", "max_length", "bm25_in_input"}, from a t5rank
+  checkpoint's metadata.json, else from a Hugging Face directory's `spiece.model` (with as many of
+  T5's 100 extra ids as `config`'s embedding holds; T5's 100 without `config`), `t5rank.json` and
+  `model_type` (mT5: yes/no). Values it does not know are None. Reads no weights."""
   from t5rank.checkpoints import native
+  from t5rank.models.vocab import DEFAULT_EXTRA_IDS
 
   if native.is_native_checkpoint(checkpoint):
     metadata = native.read_metadata(checkpoint)
@@ -240,6 +235,13 @@ def scoring_settings(checkpoint: str) -> dict:
             "bm25_in_input": metadata.get("bm25_in_input")}
   beside = beside_weights(checkpoint)
   spiece = os.path.join(checkpoint, "spiece.model")
-  return {"vocabulary": spiece if os.path.isfile(spiece) else None, "vocabulary_extra_ids": None,
+  extra_ids = None
+  if os.path.isfile(spiece):
+    extra_ids = DEFAULT_EXTRA_IDS
+    if config is not None:
+      pieces = Vocabulary(spiece, 0).base_vocab_size
+      extra_ids = max(0, min(DEFAULT_EXTRA_IDS, config.vocab_size - pieces))
+  return {"vocabulary": spiece if extra_ids is not None else None,
+          "vocabulary_extra_ids": extra_ids,
           "target_words": beside.get("target_words") or family_target_words(checkpoint),
           "max_length": beside.get("max_length"), "bm25_in_input": beside.get("bm25_in_input")}

@@ -112,8 +112,8 @@ def check_finite_scores(scores: np.ndarray, pairs: Sequence) -> None:
     pair = pairs[int(bad[0])]
     raise FloatingPointError(
         f"{bad.size} of {len(scores)} scores are not finite, e.g. query {pair.qid!r}, document "
-        f"{pair.docid!r}, window {pair.window}: {float(scores[bad[0]])!r}; the model's weights or inputs "
-        "give NaN/Inf (check the checkpoint); nothing of this shard was written")
+        f"{pair.docid!r}, window {pair.window}: {float(scores[bad[0]])!r}; the model's weights or "
+        "inputs give NaN/Inf (check the checkpoint); nothing of this shard was written")
 
 
 def params_fingerprint(params) -> str:
@@ -133,7 +133,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                      corpus: Mapping[str, Document], candidates: Run, output: str,
                      options: ScoringOptions = ScoringOptions(),
                      per_passage_output: Optional[str] = None, model_id: str = "",
-                     sources: tuple[str, str] = ("queries", "corpus"), progress: bool = True) -> Run:
+                     sources: tuple[str, str] = ("queries", "corpus"),
+                     progress: bool = True) -> Run:
   """Scores `candidates` with `reranker` and `params` and writes the reranked run to `output` (and
   every passage's scores to `per_passage_output`); returns the run (on host 0; {} on other hosts).
 

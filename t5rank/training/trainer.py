@@ -395,7 +395,7 @@ def _sync(pending: Sequence[tuple[dict, tuple[int, int]]], progress: Progress, s
   anything is saved: the last checkpoint (an earlier sync step) stays the last good one."""
   values = jax.device_get([metrics for metrics, _ in pending])
   first_step = step - len(pending) + 1
-  for offset, (metrics, (examples, tokens)) in enumerate(zip(values, (c for _, c in pending))):
+  for offset, (metrics, (_, (examples, tokens))) in enumerate(zip(values, pending)):
     if not (math.isfinite(metrics["loss"]) and math.isfinite(metrics["param_norm"])):
       manager.wait_until_finished()
       raise FloatingPointError(
