@@ -27,6 +27,7 @@ INSTALL_REQUIRES = [
     "ir-measures==0.4.3",  # ranking metrics for `t5rank evaluate`
     "pytrec-eval-terrier==0.5.11",  # trec_eval backend of ir-measures (trec_eval semantics)
     "importlib_resources==7.1.0",  # needed by tensorflow-datasets to build datasets (not declared by it)
+    "gensim==4.4.0",  # word2vec: TK's word embeddings learned on the collection (`t5rank embeddings`)
     "matplotlib==3.10.9",  # the comparison chart of `t5rank demo` (Agg backend, no display)
 ]
 

@@ -22,6 +22,8 @@ COMMANDS = {
     "fuse": "t5rank.commands.fuse",
     "score": "t5rank.commands.score",
     "topics": "t5rank.commands.topics",
+    "embeddings": "t5rank.commands.embeddings",
+    "explain": "t5rank.commands.explain",
 }
 
 

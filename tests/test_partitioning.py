@@ -24,7 +24,9 @@ import jax, numpy as np, optax
 import train_fixtures as fx
 from t5rank import partitioning
 from t5rank.training import trainer as train
+from t5rank.training.seq2seq import Seq2Seq
 from t5rank.models.config import get_config
+from t5rank.models.network import init_params
 
 assert jax.device_count() == 8, jax.devices()
 config = get_config("tiny", **fx.TINY_OVERRIDES).replace(dropout_rate=0.0)
@@ -36,8 +38,9 @@ for name, shape, n in [("1x1", (1, 1), 1), ("8x1", (8, 1), 8), ("1x4", (1, 4), 4
                        ("4x2", (4, 2), 8)]:
   mesh = partitioning.create_mesh(shape, jax.devices()[:n])
   schedule = optax.constant_schedule(1e-2)
-  trainer = train.make_trainer(config, mesh, optimizer=train.adafactor(schedule), schedule=schedule)
-  state = trainer.init_fn(train.init_params(config, jax.random.PRNGKey(0)))
+  trainer = train.make_trainer(Seq2Seq(config), mesh, optimizer=train.adafactor(schedule),
+                               schedule=schedule)
+  state = trainer.init_fn(init_params(config, jax.random.PRNGKey(0)))
   losses = []
   for batch in batches:
     state, metrics = trainer.step_fn(state, partitioning.global_batch(mesh, batch, 8))

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import train_fixtures as fx
+from t5rank.training import seq2seq
 from t5rank.training import trainer as train_lib
 from t5rank.models.config import get_config
 from t5rank.models.network import init_params
@@ -66,12 +67,12 @@ def test_packed_rows_give_the_loss_of_the_same_examples_unpacked():
   packed = fx.pack_batch(examples, lengths, rows=2)
   assert packed["decoder_segment_ids"].max() == 3  # three examples in each row
   params = jax.jit(init_params, static_argnums=0)(CONFIG, jax.random.PRNGKey(0))
-  loss = jax.jit(lambda batch: train_lib.loss_and_metrics(
+  loss = jax.jit(lambda batch: seq2seq.loss_and_metrics(
       params, batch, config=CONFIG, dropout_rng=None)[1])
   a, b = loss(unpacked), loss(packed)
   np.testing.assert_allclose(float(a["loss"]), float(b["loss"]), rtol=1e-5)
   np.testing.assert_allclose(float(a["accuracy"]), float(b["accuracy"]))
-  assert train_lib.batch_counts(unpacked) == train_lib.batch_counts(packed)
+  assert seq2seq.batch_counts(unpacked) == seq2seq.batch_counts(packed)
 
 
 def test_real_loop_trains_checkpoints_and_logs(tmp_path):

@@ -33,6 +33,9 @@ class Reranker(abc.ABC):
   jitted function of the parameters and the arrays."""
 
   name: str = ""
+  # How the scorer orders a job's pairs before cutting them into shards: "query" (the run's order)
+  # or "passage" (each passage's pairs together, for models that contextualize a passage once).
+  shard_order: str = "query"
 
   @abc.abstractmethod
   def encode(self, queries: Sequence[str], passages: Sequence[str],
@@ -48,7 +51,8 @@ class Reranker(abc.ABC):
 
   @abc.abstractmethod
   def score_batch(self, params, arrays: Sequence[Any]) -> tuple[Any, Any]:
-    """(score, probability), each (B,), of a batch's padded arrays; higher score = more relevant."""
+    """(score, probability), each (B,), of a batch's padded arrays; higher score = more relevant.
+    `params` is what `shard_state` returned for the shard."""
 
   @abc.abstractmethod
   def param_axes(self) -> Any:
@@ -67,6 +71,13 @@ class Reranker(abc.ABC):
   def describe(self) -> str:
     """One line for logs."""
     return self.name
+
+  def shard_state(self, params, examples: Sequence[Any], *, mesh) -> Any:
+    """What `score_batch` receives in place of `params` for the batches of `examples` (one shard):
+    by default the parameters; a model that encodes queries on their own (TK) contextualizes the
+    shard's queries here, once."""
+    del examples, mesh
+    return params
 
 
 def cast_params(params, dtype: Optional[str]):
@@ -87,15 +98,16 @@ def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
                   options: Optional[Mapping[str, Any]] = None) -> tuple[Reranker, Any]:
   """(reranker, parameters) of `checkpoint` (any format `t5rank.checkpoints.load_checkpoint` reads);
   the model is the one its t5rank metadata.json names under `model` (monoT5 when absent, as for
-  every Hugging Face, Mesh TF or t5x checkpoint). `options` are the model's own overrides (for
-  monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as stored"."""
+  every Hugging Face, Mesh TF or t5x checkpoint; `tk` for TK). `options` are the model's own
+  overrides (for monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as
+  stored"."""
   from t5rank.checkpoints import native
-  from t5rank.models import monot5
+  from t5rank.models import monot5, tk
 
   name = "monot5"
   if native.is_native_checkpoint(checkpoint):
     name = native.read_metadata(checkpoint).get("model", "monot5")
-  models = {monot5.MonoT5.name: monot5.MonoT5}
+  models = {monot5.MonoT5.name: monot5.MonoT5, tk.TK.name: tk.TK}
   if name not in models:
     raise ValueError(f"{checkpoint}: metadata.json names the model {name!r}; this t5rank knows "
                      f"{sorted(models)}")

@@ -4,8 +4,9 @@
 
 The pipeline, one shard at a time (a shard is `shard_size` consecutive passages of the candidates):
     candidates ─► passages (sentence windows, `candidates`) ─► reranker.encode + reranker.batches
-    (in a background thread, `batching.prefetch`) ─► reranker.score_batch on the mesh, parameters
-    placed by the trainer's logical-axis rules (`devices`) ─► shard file (atomic, `shards`)
+    (in a background thread, `batching.prefetch`) ─► reranker.shard_state (once per shard) ─►
+    reranker.score_batch on the mesh, parameters placed by the trainer's logical-axis rules
+    (`devices`) ─► shard file (atomic, `shards`)
     ─► when all shards exist: aggregate windows, sort, write the run (atomic)
 
 For monoT5 the score is `t5rank.models.monot5.monot5_score`'s log P(positive word). A document's
@@ -70,11 +71,12 @@ class ScoringOptions:
       raise ValueError(f"window must be >= 0 and stride >= 1, got {self.window}, {self.stride}")
 
 
-def score_batches(reranker: Reranker, params, batches: Iterable[Batch], num_items: int, *,
+def score_batches(reranker: Reranker, state, batches: Iterable[Batch], num_items: int, *,
                   mesh, on_batch: Optional[Callable[[int], None]] = None,
                   in_flight: int = 2) -> tuple[np.ndarray, np.ndarray]:
   """(score, P), each (num_items,) float32 in item order, of the batches' rows through
-  `reranker.score_batch`, rows split over the mesh's `data` axis. Up to `in_flight` batches are
+  `reranker.score_batch(state, arrays)` (`state`: the placed parameters, or what
+  `reranker.shard_state` made of them), rows split over the mesh's `data` axis. Up to `in_flight` batches are
   dispatched before the oldest is read back, so that the host prepares the next batch while the
   devices compute. `on_batch(n)` is called as each batch of n items lands."""
   import jax
@@ -96,7 +98,7 @@ def score_batches(reranker: Reranker, params, batches: Iterable[Batch], num_item
 
   for batch in batches:
     arrays = tuple(jax.device_put(a, sharding) for a in batch.arrays)
-    pending.append((batch, reranker.score_batch(params, arrays)))
+    pending.append((batch, reranker.score_batch(state, arrays)))
     if len(pending) > in_flight:
       land()
   while pending:
@@ -148,6 +150,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                                 sources=sources)
   pairs, passages = candidate_passages(candidates, corpus, window=options.window,
                                        stride=options.stride, language=options.language)
+  if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
+    pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
   first_stage = first_stage_scores(candidates) if reranker.reads_first_stage else None
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
@@ -176,20 +180,21 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
   device_params = place_params(params, reranker.param_axes(), mesh)
 
-  def prepare(k: int) -> tuple[int, list[Batch]]:
+  def prepare(k: int) -> tuple[int, list, list[Batch]]:
     chunk = shard_pairs[k]
     examples = reranker.encode(
         [queries[p.qid] for p in chunk], [passages[p.docid][p.window] for p in chunk],
         [first_stage[p.qid, p.docid] for p in chunk] if first_stage is not None else None)
-    return k, reranker.batches(examples, batch_tokens=batch_tokens,
-                               row_multiple=mesh.shape["data"])
+    return k, examples, reranker.batches(examples, batch_tokens=batch_tokens,
+                                         row_multiple=mesh.shape["data"])
 
   total = sum(len(shard_pairs[k]) for k in mine)
   with tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
             desc="scoring", disable=not progress, smoothing=0.05,
             mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log file: every 30 s
-    for k, batches in prefetch(map(prepare, todo)):
-      scores, p = score_batches(reranker, device_params, batches, len(shard_pairs[k]), mesh=mesh,
+    for k, examples, batches in prefetch(map(prepare, todo)):
+      state = reranker.shard_state(device_params, examples, mesh=mesh)
+      scores, p = score_batches(reranker, state, batches, len(shard_pairs[k]), mesh=mesh,
                                 on_batch=bar.update)
       check_finite_scores(scores, shard_pairs[k])
       shards.write_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k], scores, p)
@@ -230,4 +235,5 @@ def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Se
   examples = reranker.encode(queries, passages, first_stage)
   batches = reranker.batches(examples, batch_tokens=batch_tokens or default_batch_tokens(mesh),
                              row_multiple=mesh.shape["data"])
-  return score_batches(reranker, device_params, batches, len(examples), mesh=mesh)
+  return score_batches(reranker, reranker.shard_state(device_params, examples, mesh=mesh), batches,
+                       len(examples), mesh=mesh)

@@ -6,8 +6,10 @@
       -> a run -> MRR@10, MRR, P@1 by `t5rank.evaluation.metrics` (trec_eval's semantics, ties
          included), the numbers `t5rank evaluate` gives for the same scores
 
-`RerankEval(...)` reads the pools once; calling it with (params, config) scores them. The trainer
-calls it every `eval_every` steps; gin: `trainer.Loop.eval_fn = @rerank_eval.RerankEval()`. Its
+`RerankEval(...)` reads the pools once; calling it with (params, config) scores them with the
+model the config belongs to (a T5Config: monoT5; a TKConfig: TK, with its own word list; the
+vocabulary, targets, max_length and BM25 options below are monoT5's). The trainer calls it every
+`eval_every` steps; gin: `trainer.Loop.eval_fn = @rerank_eval.RerankEval()`. Its
 `vocabulary` and `targets` must be the trained task's (T5's and true_false by default): the trainer
 asks `check_task` before training, e.g. for `insuranceqa_en_8k_monot5_true_false` set
 `rerank_eval.RerankEval.vocabulary = "insuranceqa_en_8k"`.
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from t5rank.models.config import T5Config
 from t5rank.models.vocab import TargetSpec, Vocabulary
 
 METRICS = {"mrr@10": "MRR@10", "mrr": "MRR", "p@1": "P@1"}  # logged name -> t5rank evaluate's
@@ -80,11 +81,21 @@ class RerankEval:
                        f"{'does' if self.bm25_in_input else 'does not'}; set (gin) "
                        f"rerank_eval.RerankEval.bm25_in_input = {bm25_in_input}")
 
-  def scores(self, params, config: T5Config):
-    """(score, P) of every pair, in pool order, by `params` of the monoT5 `config`."""
+  def reranker(self, config):
+    """The reranker of `config`: TK for a TKConfig, else monoT5 with this evaluation's options."""
+    from t5rank.models.monot5 import MonoT5
+    from t5rank.models.tk import TK, TKConfig
+
+    if isinstance(config, TKConfig):
+      from t5rank.training.pairwise import load_words
+      return TK(config, load_words(config))
+    return MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
+                  bm25_in_input=self.bm25_in_input)
+
+  def scores(self, params, config):
+    """(score, P) of every pair, in pool order, by `params` of the model `config`."""
     import jax
 
-    from t5rank.models.monot5 import MonoT5
     from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
     from t5rank.ranking.scorer import score_batches
 
@@ -95,18 +106,18 @@ class RerankEval:
       trained_mesh = None
     key = (config, trained_mesh)
     if key not in self._prepared:  # encoded and bucketed once per architecture and mesh
-      reranker = MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
-                        bm25_in_input=self.bm25_in_input)
+      reranker = self.reranker(config)
       mesh = trained_mesh if trained_mesh is not None else scoring_mesh()
       examples = reranker.encode(self.queries, self.passages, self.first_stage)
       batches = reranker.batches(examples, batch_tokens=default_batch_tokens(mesh),
                                  row_multiple=mesh.shape["data"])
-      self._prepared = {key: (reranker, mesh, batches)}
-    reranker, mesh, batches = self._prepared[key]
-    return score_batches(reranker, place_params(params, reranker.param_axes(), mesh), batches,
-                         len(self.pairs), mesh=mesh)
+      self._prepared = {key: (reranker, mesh, examples, batches)}
+    reranker, mesh, examples, batches = self._prepared[key]
+    state = reranker.shard_state(place_params(params, reranker.param_axes(), mesh), examples,
+                                 mesh=mesh)
+    return score_batches(reranker, state, batches, len(self.pairs), mesh=mesh)
 
-  def __call__(self, params, config: T5Config) -> Mapping[str, float]:
+  def __call__(self, params, config) -> Mapping[str, float]:
     from t5rank.evaluation.metrics import per_query
 
     scores, _ = self.scores(params, config)

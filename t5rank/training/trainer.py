@@ -1,9 +1,11 @@
-"""Fine-tuning: a pure jitted `train_step` and `train(...)`, the loop around it.
+"""Training: a pure jitted `train_step` and `train(...)`, the loop around it, for every model.
 
     batches (numpy, this host's rows) -> global arrays on the (data, model) mesh
-      -> train_step: T5 forward with dropout -> token cross-entropy -> grads -> Adafactor -> new state
-      -> metrics (loss, accuracy of the first target token, learning rate, grad and param norms)
-      -> console progress line + TensorBoard events; Orbax checkpoint every N steps and at the end
+      -> train_step: the model's loss (`Trainable.loss_and_metrics`: monoT5's token cross-entropy in
+         `seq2seq`, TK's hinge loss in `pairwise`) -> grads -> the optimizer -> new state
+      -> metrics (loss, accuracy, learning rate, grad and param norms)
+      -> console progress line + TensorBoard events; Orbax checkpoint every N steps and at the end;
+         evaluation every M steps (`best/` when it improves); the final model exported to `final/`
 
 `train` is a plain keyword-only function (a notebook can call it); `t5rank.training.gin_config` attaches gin.
 A run resumes from the latest checkpoint in `model_dir`: parameters, optimizer state, step and data
@@ -21,26 +23,18 @@ import math
 import os
 import shutil
 import time
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from t5rank import partitioning
-from t5rank.models.config import T5Config
-from t5rank.models.network import T5, init_params, term_matching_init
-from t5rank.models.vocab import Vocabulary
+from t5rank.training.trainable import DatasetFn, Trainable, trainable_for
 
 Batch = Mapping[str, Any]
 State = dict[str, Any]  # {"step": int32 scalar, "params": pytree, "opt_state": pytree}
-DatasetFn = Callable[..., Iterator[dict[str, np.ndarray]]]
 LearningRate = Union[float, optax.Schedule]
-
-MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens",
-                "encoder_segment_ids", "decoder_segment_ids", "encoder_positions",
-                "decoder_positions")
 
 
 def adafactor(learning_rate: LearningRate) -> optax.GradientTransformation:
@@ -59,43 +53,13 @@ def learning_rate_fn(learning_rate: LearningRate) -> optax.Schedule:
 # --------------------------------------------------------------------------------------- the step
 
 
-def cross_entropy(logits: jax.Array, targets: jax.Array,
-                  z_loss: float = 0.0) -> jax.Array:
-  """Per-token loss (B, T): -log softmax(logits)[target] + z_loss * log(Z)^2, in float32."""
-  logits = logits.astype(jnp.float32)  # (B, T, V)
-  log_z = jax.nn.logsumexp(logits, axis=-1)  # (B, T)
-  target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
-  return log_z - target_logit + z_loss * jnp.square(log_z)
-
-
-def loss_and_metrics(params, batch: Batch, *, config: T5Config, dropout_rng: Optional[jax.Array],
-                     z_loss: float = 0.0) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """Mean token loss over `decoder_loss_weights`, and the accuracy of the first target token (the
-  target word) of every example. Packed rows (segment ids and positions given) give the same values
-  as the same examples unpacked. Dropout is on when `dropout_rng` is given."""
-  inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
-  logits = T5(config).apply({"params": params}, **inputs, deterministic=dropout_rng is None,
-                            rngs=None if dropout_rng is None else {"dropout": dropout_rng})
-  targets = batch["decoder_target_tokens"]  # (B, T)
-  weights = batch["decoder_loss_weights"].astype(jnp.float32)  # (B, T)
-  loss = jnp.sum(cross_entropy(logits, targets, z_loss) * weights) / jnp.maximum(weights.sum(), 1.0)
-  positions = batch.get("decoder_positions")
-  if positions is None:
-    positions = jnp.broadcast_to(jnp.arange(targets.shape[1]), targets.shape)
-  first = ((positions == 0) & (weights > 0)).astype(jnp.float32)  # (B, T) the target word of each
-  correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
-  accuracy = jnp.sum(correct * first) / jnp.maximum(first.sum(), 1.0)
-  return loss, {"loss": loss, "accuracy": accuracy}
-
-
-def train_step(state: State, batch: Batch, *, config: T5Config,
+def train_step(state: State, batch: Batch, *, model: Trainable,
                optimizer: optax.GradientTransformation, schedule: optax.Schedule,
-               dropout_seed: int, z_loss: float) -> tuple[State, dict[str, jax.Array]]:
+               dropout_seed: int) -> tuple[State, dict[str, jax.Array]]:
   """One optimizer step on one global batch. Pure: the dropout key is derived from the step."""
   rng = jax.random.fold_in(jax.random.PRNGKey(dropout_seed), state["step"])
-  grad_fn = jax.value_and_grad(
-      functools.partial(loss_and_metrics, config=config, dropout_rng=rng, z_loss=z_loss),
-      has_aux=True)
+  grad_fn = jax.value_and_grad(functools.partial(model.loss_and_metrics, dropout_rng=rng),
+                               has_aux=True)
   (_, metrics), grads = grad_fn(state["params"], batch)
   updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)
@@ -114,24 +78,25 @@ class Trainer:
   step_fn: Callable[[State, Batch], tuple[State, dict[str, jax.Array]]]
 
 
-def make_trainer(config: T5Config, mesh: jax.sharding.Mesh, *,
+def make_trainer(model: Trainable, mesh: jax.sharding.Mesh, *,
                  optimizer: optax.GradientTransformation, schedule: optax.Schedule,
-                 dropout_seed: int = 0, z_loss: float = 0.0) -> Trainer:
+                 dropout_seed: int = 0) -> Trainer:
   """Places parameters by the logical axis rules; the optimizer state goes where XLA puts it."""
-  params_sharding = partitioning.param_shardings(config, mesh)
+  abstract_params = jax.eval_shape(functools.partial(model.init_params, init=Init()),
+                                   jax.random.PRNGKey(0))
+  params_sharding = partitioning.shardings_for(abstract_params, model.param_axes(), mesh)
 
   def new_state(params):
     params = jax.lax.with_sharding_constraint(params, params_sharding)
     return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": optimizer.init(params)}
 
-  abstract_params = jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0))
   init_fn = jax.jit(new_state, in_shardings=(params_sharding,))
   state_shardings = init_fn.lower(abstract_params).compile().output_shardings
   abstract_state = jax.tree.map(
       lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
       jax.eval_shape(new_state, abstract_params), state_shardings)
-  step = functools.partial(train_step, config=config, optimizer=optimizer, schedule=schedule,
-                           dropout_seed=dropout_seed, z_loss=z_loss)
+  step = functools.partial(train_step, model=model, optimizer=optimizer, schedule=schedule,
+                           dropout_seed=dropout_seed)
   step_fn = jax.jit(step, in_shardings=(state_shardings, partitioning.batch_sharding(mesh)),
                     out_shardings=(state_shardings, partitioning.replicated(mesh)),
                     donate_argnums=0)
@@ -139,18 +104,6 @@ def make_trainer(config: T5Config, mesh: jax.sharding.Mesh, *,
 
 
 # ------------------------------------------------------------------------------- the orchestration
-
-
-def batch_counts(batch: Batch) -> tuple[int, int]:
-  """(examples, non-padding tokens) of a numpy batch; a packed row holds several examples."""
-  weights = batch["decoder_loss_weights"] > 0
-  positions = batch.get("decoder_positions")
-  if positions is None:
-    examples = int(weights.any(axis=1).sum())
-  else:
-    examples = int(((positions == 0) & weights).sum())
-  tokens = int((batch["encoder_input_tokens"] > 0).sum() + (batch["decoder_target_tokens"] > 0).sum())
-  return examples, tokens
 
 
 def _duration(seconds: float) -> str:
@@ -214,7 +167,7 @@ def _save(manager, state: State, data_position: dict) -> None:
                                        data=ocp.args.JsonSave(data_position)))
 
 
-def _restore(manager, trainer: Trainer, run: dict) -> tuple[State, int]:
+def _restore(manager, trainer: Trainer, run: dict, model: Trainable) -> tuple[State, int]:
   """The latest checkpoint's state, after checking it belongs to the same run settings."""
   import orbax.checkpoint as ocp
   step = manager.latest_step()
@@ -222,9 +175,7 @@ def _restore(manager, trainer: Trainer, run: dict) -> tuple[State, int]:
       state=ocp.args.StandardRestore(trainer.abstract_state), data=ocp.args.JsonRestore()))
   saved = restored["data"]
   changed = {k: (saved.get(k), v) for k, v in run.items() if saved.get(k) != v
-             and not (k == "config" and saved.get(k) is not None
-                      and T5Config.from_json(saved[k]) == T5Config.from_json(v))}
-  # (a config saved before a field existed, e.g. scale_decoder_outputs, is the same architecture)
+             and not (k == "config" and saved.get(k) is not None and model.same_config(saved[k]))}
   if changed:
     details = ", ".join(f"{k}: checkpoint {a!r} vs now {b!r}" for k, (a, b) in changed.items())
     raise ValueError(f"{manager.directory} holds step {step} of a run with other settings "
@@ -238,8 +189,10 @@ def _to_jsonable(value: Any) -> Any:
 
 @dataclasses.dataclass
 class Init:
-  """Where training starts. `checkpoint`: any checkpoint `t5rank.checkpoints.load_checkpoint` reads
-  (Orbax, Hugging Face, Mesh TensorFlow, t5x), or None for random weights. `term_matching_heads`:
+  """Where training starts. `checkpoint`: for T5, any checkpoint `t5rank.checkpoints.load_checkpoint`
+  reads (Orbax, Hugging Face, Mesh TensorFlow, t5x); for TK, a TK checkpoint or a word-embedding
+  directory of `t5rank embeddings` (pre-trained embeddings, the rest random); None for random
+  weights. `term_matching_heads` (T5 only):
   from random weights, start this many heads of encoder layer 0 as term-matching heads
   (`t5rank.models.network.term_matching_init`; 0 = T5's plain init; refused with a checkpoint,
   whose weights are the starting point); `term_matching_scale` is its `scale` (the attention logit
@@ -253,7 +206,7 @@ class Init:
 class Optimization:
   """The update: `learning_rate` (a constant or an optax schedule of the step), `optimizer`
   (learning rate -> optax transformation; T5's Adafactor by default), dropout (replaces the model
-  config's rate) and the z-loss of the cross-entropy."""
+  config's rate; TK has none and refuses it) and the z-loss of the cross-entropy."""
   learning_rate: LearningRate = 1e-3
   optimizer: Callable[[LearningRate], optax.GradientTransformation] = adafactor
   dropout_rate: float = 0.1
@@ -267,27 +220,35 @@ class Loop:
   kept; every `eval_every` steps (and at the end) `eval_fn(params, config)`, whose results are
   logged, e.g. MRR@10 from `t5rank.training.rerank_eval.RerankEval` (an `eval_fn` with a
   `check_task(task_name, vocab, targets, bm25_in_input)` method is asked before training whether it
-  fits the task). The host reads the device's metrics back only on these steps."""
+  fits the task). The host reads the device's metrics back only on these steps. `keep_best`
+  names one of eval_fn's metrics (e.g. "mrr@10"): each evaluation that improves on it exports the
+  model to `best/` (model selection by validation, the TK paper's early stopping; training still
+  runs `train_steps`)."""
   checkpoint_every: int = 1000
   keep_checkpoints: int = 3
   log_every: int = 100
   eval_every: int = 0
-  eval_fn: Optional[Callable[[Any, T5Config], Mapping[str, float]]] = None
+  eval_fn: Optional[Callable[[Any, Any], Mapping[str, float]]] = None
+  keep_best: Optional[str] = None
 
 
-def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[str, int],
+def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, int],
           train_steps: int, batch_size: int, model_dir: str, init: Init = Init(),
           optimization: Optimization = Optimization(), loop: Loop = Loop(), pack: bool = False,
           mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
           dataset_fn: Optional[DatasetFn] = None) -> dict[str, float]:
-  """Fine-tunes `model_config` on the SeqIO task `task_name` for `train_steps` steps; returns the
-  last reported metrics.
+  """Trains `model_config` on `task_name` for `train_steps` steps; returns the last reported
+  metrics. The model's `Trainable` (`t5rank.training.trainable.trainable_for`) supplies the loss,
+  the parameters, the data and the export: monoT5 for a T5Config, TK for a TKConfig.
 
   Args:
-    model_config: the architecture. Its vocab_size must hold the task's vocabulary (pieces + extra
-      ids), else a ValueError before training.
-    task_name: a registered task or mixture (see `t5rank.tasks`), class-balanced batches.
-    feature_lengths: {"inputs": 512, "targets": 2} (target word + EOS).
+    model_config: the architecture (T5Config or TKConfig). A T5's vocab_size must hold the task's
+      vocabulary (pieces + extra ids), a TK's word list must be its task's, else a ValueError
+      before training.
+    task_name: for T5 a registered SeqIO task or mixture (see `t5rank.tasks`), class-balanced
+      batches; for TK a triple source of `t5rank.training.pairwise.SOURCES`.
+    feature_lengths: T5: {"inputs": 512, "targets": 2} (target word + EOS); TK: {"query": 30,
+      "document": 200}.
     train_steps: total steps, counted from the start of the run (not from a resume).
     batch_size: global batch size (rows; with `pack`, rows hold several examples).
     model_dir: checkpoints (`checkpoints/<step>`), TensorBoard events (`train/`), `config.json`, and
@@ -297,30 +258,20 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
     mesh_shape: (data, model) device mesh; -1 for all remaining devices.
     seed: seeds the data order, parameter init and dropout.
     dataset_fn: `fn(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
-      num_shards)` yielding this host's rows of each global batch as numpy arrays; default
-      `t5rank.data.training_data.training_dataset`.
+      num_shards)` yielding this host's rows of each global batch as numpy arrays; default the
+      model's (T5: `t5rank.data.training_data.training_dataset`).
   """
   from clu import metric_writers
 
-  from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
-
+  model = trainable_for(model_config, optimization.dropout_rate)
+  model.check(task_name, init, optimization, loop)
+  config = model.config
   if dataset_fn is None:
-    import t5rank.tasks  # noqa: F401  (registers the tasks)
-    from t5rank.data.training_data import training_dataset as dataset_fn
-  config = model_config.replace(dropout_rate=optimization.dropout_rate)
-  vocab, targets = task_vocabulary(task_name), task_target_words(task_name)
-  bm25_in_input = task_bm25_in_input(task_name)
-  if vocab is not None:
-    check_vocabulary(vocab, config, task_name)
-    if hasattr(loop.eval_fn, "check_task"):
-      loop.eval_fn.check_task(task_name, vocab, targets, bm25_in_input)
-  if init.term_matching_heads and init.checkpoint is not None:
-    raise ValueError("term_matching_heads initializes random weights; it cannot be combined with "
-                     f"an init checkpoint {init.checkpoint!r} (set one of them)")
+    dataset_fn = model.dataset_fn()
   mesh = partitioning.create_mesh(mesh_shape)
   schedule = learning_rate_fn(optimization.learning_rate)
-  trainer = make_trainer(config, mesh, optimizer=optimization.optimizer(schedule),
-                         schedule=schedule, dropout_seed=seed, z_loss=optimization.z_loss)
+  trainer = make_trainer(model, mesh, optimizer=optimization.optimizer(schedule),
+                         schedule=schedule, dropout_seed=seed)
   run = _to_jsonable({"task_name": task_name, "batch_size": batch_size, "seed": seed, "pack": pack,
                       "feature_lengths": dict(feature_lengths), "config": config.to_json(),
                       **({"term_matching": [init.term_matching_heads, init.term_matching_scale]}
@@ -333,10 +284,16 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
 
   manager = _checkpoint_manager(model_dir, loop.keep_checkpoints)
   if manager.latest_step() is not None:
-    state, step = _restore(manager, trainer, run)
+    state, step = _restore(manager, trainer, run, model)
     print(f"resumed from {manager.directory}/{step}", flush=True)
   else:
-    state, step = _initial_state(trainer, config, init, seed), 0
+    rng = jax.random.PRNGKey(seed)
+    if init.checkpoint is None:  # built on the devices, never whole on the host
+      params = jax.jit(functools.partial(model.init_params, init=init),
+                       out_shardings=trainer.state_shardings["params"])(rng)
+    else:
+      params = model.init_params(rng, init)
+    state, step = trainer.init_fn(params), 0
 
   shard_index, num_shards = partitioning.host_data_shard(mesh, batch_size)
   batches = dataset_fn(task_name, batch_size=batch_size,
@@ -348,12 +305,13 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
   scalars: dict[str, float] = {}
   pending: list[tuple[dict, tuple[int, int]]] = []  # device metrics of the steps since the last sync
   first_step = step + 1  # synced at once: the progress clock starts after its compilation
+  best = _best_so_far(model_dir, loop.keep_best)  # a resumed run keeps improving on its best/
   try:
     while step < train_steps:
       local = next(batches)
       state, metrics = trainer.step_fn(state, partitioning.global_batch(mesh, local, batch_size))
       step += 1
-      pending.append((metrics, batch_counts(local)))
+      pending.append((metrics, model.batch_counts(local)))
       logging_now = step % loop.log_every == 0 or step == train_steps
       evaluating = bool(loop.eval_fn is not None and loop.eval_every
                         and (step % loop.eval_every == 0 or step == train_steps))
@@ -374,18 +332,35 @@ def train(*, model_config: T5Config, task_name: str, feature_lengths: Mapping[st
           print(f"step {step} eval " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()),
                 flush=True)
         scalars = {**scalars, **results}  # the async writer may still be reading `scalars`
+        if loop.keep_best and _improves(results, loop.keep_best, best):
+          best = results[f"eval/{loop.keep_best}"]
+          _export(os.path.join(model_dir, "best"), state["params"], model,
+                  dict(run, step=step, **{f"eval/{loop.keep_best}": best}), keep_old=False)
       if saving:
         _save(manager, state, dict(run, step=step))
   finally:
     manager.wait_until_finished()
     manager.close()
     writer.flush()
-  extra = {} if targets is None else {"target_words": targets}  # `t5rank score` uses the same words
-  if bm25_in_input:
-    extra["bm25_in_input"] = True  # ... and writes the candidates' BM25 scores into the inputs
-  _export_final(os.path.join(model_dir, "final"), state["params"], config,
-                dict(run, step=step, **extra), vocab)
+  _export(os.path.join(model_dir, "final"), state["params"], model, dict(run, step=step))
   return scalars
+
+
+def _best_so_far(model_dir: str, metric: Optional[str]) -> float:
+  """The `metric` value of the model in `model_dir/best` (-inf when there is none)."""
+  from t5rank.checkpoints import native
+  path = os.path.join(model_dir, "best")
+  if not metric or not os.path.exists(os.path.join(path, "config.json")):
+    return -math.inf
+  return float(native.read_metadata(path).get(f"eval/{metric}", -math.inf))
+
+
+def _improves(results: Mapping[str, float], metric: str, best: float) -> bool:
+  key = f"eval/{metric}"
+  if key not in results:
+    raise ValueError(f"Loop.keep_best is {metric!r} but the evaluation gives "
+                     f"{sorted(k[5:] for k in results)}")
+  return results[key] > best
 
 
 def _sync(pending: Sequence[tuple[dict, tuple[int, int]]], progress: Progress, step: int,
@@ -406,27 +381,15 @@ def _sync(pending: Sequence[tuple[dict, tuple[int, int]]], progress: Progress, s
     progress.add(metrics, examples, tokens)
 
 
-def check_vocabulary(vocab: Vocabulary, config: T5Config, task_name: str) -> None:
-  """Raises ValueError when the task's vocabulary has more ids than the model has embedding rows."""
-  if vocab.vocab_size > config.vocab_size:
-    raise ValueError(
-        f"task {task_name} tokenizes with {vocab.path}: {vocab.base_vocab_size} pieces + "
-        f"{vocab.extra_ids} extra ids = {vocab.vocab_size} ids, more than the model's vocab_size "
-        f"{config.vocab_size}; set it to at least {vocab.vocab_size} (gin: "
-        f"config.get_config.vocab_size = {vocab.vocab_size})")
-
-
-def _export_final(directory: str, params, config: T5Config, metadata: dict,
-                  vocab: Optional[Vocabulary] = None) -> None:
-  """The trained parameters as a t5rank checkpoint (`load_checkpoint`, `t5rank score`), once per
+def _export(directory: str, params, model: Trainable, metadata: dict,
+            keep_old: bool = True) -> None:
+  """The parameters as a t5rank checkpoint (`model.export`: `t5rank score` reads it), once per
   step: an existing export of the same step is kept; one of an earlier step (a run resumed with more
-  TRAIN_STEPS) is moved to `final.step{N}` and the new one written. With `vocab`, its SentencePiece
-  file is copied in before config.json marks the checkpoint complete, and metadata.json names it
-  (`vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`), so that `t5rank score`
-  tokenizes as the training did."""
+  TRAIN_STEPS) is moved to `<directory>.step{N}` (`keep_old`) or removed (a better `best/`), and
+  the new one written."""
   from jax.experimental import multihost_utils
 
-  from t5rank.checkpoints import native, save_checkpoint
+  from t5rank.checkpoints import native
   if os.path.exists(os.path.join(directory, "config.json")):
     old_step = native.read_metadata(directory).get("step")
     if old_step == metadata.get("step"):
@@ -435,35 +398,11 @@ def _export_final(directory: str, params, config: T5Config, metadata: dict,
       aside = f"{directory.rstrip(os.sep)}.step{old_step}"
       shutil.rmtree(aside, ignore_errors=True)
       os.rename(directory, aside)
-      print(f"{directory} held step {old_step}; moved to {aside}", flush=True)
-    multihost_utils.sync_global_devices("t5rank train: old final moved")
-  if vocab is not None:
-    name = os.path.basename(vocab.path)
-    metadata = dict(metadata, vocabulary=name, vocabulary_extra_ids=vocab.extra_ids)
-    if jax.process_index() == 0:
-      os.makedirs(directory, exist_ok=True)
-      shutil.copyfile(vocab.path, os.path.join(directory, name + ".tmp"))
-      os.replace(os.path.join(directory, name + ".tmp"), os.path.join(directory, name))
-  save_checkpoint(directory, multihost_utils.process_allgather(params, tiled=True), config, metadata)
+      if keep_old:
+        print(f"{directory} held step {old_step}; moved to {aside}", flush=True)
+      else:
+        shutil.rmtree(aside)
+    multihost_utils.sync_global_devices("t5rank train: old export moved")
+  model.export(directory, multihost_utils.process_allgather(params, tiled=True), metadata)
   if jax.process_index() == 0:
-    print(f"final model: {directory}", flush=True)
-
-
-def _initial_state(trainer: Trainer, config: T5Config, init: Init, seed: int) -> State:
-  """Fresh state from random weights (`seed`) or from the parameters of `init.checkpoint`."""
-  if init.checkpoint is None:
-    def fresh(rng):
-      params = init_params(config, rng)
-      if init.term_matching_heads:
-        params = term_matching_init(params, config, jax.random.fold_in(rng, 1),
-                                    num_heads=init.term_matching_heads,
-                                    scale=init.term_matching_scale)
-      return params
-
-    params = jax.jit(fresh,
-                     out_shardings=partitioning.param_shardings(config, trainer.mesh))(
-                         jax.random.PRNGKey(seed))
-  else:
-    from t5rank.checkpoints import load_checkpoint
-    _, params = load_checkpoint(init.checkpoint, config=config)
-  return trainer.init_fn(params)
+    print(f"exported: {directory}", flush=True)

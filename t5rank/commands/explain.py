@@ -1,0 +1,89 @@
+"""`t5rank explain`: why TK scores documents as it does, as an HTML page and a PNG (the TK paper's
+Figure 2): documents side by side, each word coloured by the kernel it falls in most strongly, and
+per kernel the pooled scores s_log^k and s_len^k (and weighted by W1, W2), then s_log, s_len and s.
+
+    t5rank explain --checkpoint runs/tk/best --query "what does life insurance cover" \\
+        --document "Life insurance pays ..." --document "An annuity is ..." --output why.html
+    t5rank explain --checkpoint runs/tk/best --queries queries.tsv --corpus corpus.jsonl \\
+        --run tk.run --qid 1234 --top 2 --output why.html
+
+Writes OUTPUT (.html) and OUTPUT with .png in place of .html (or --png PATH). Only TK checkpoints
+can be explained this way; an ensemble is explained by its first member.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from t5rank.commands import positive_int
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("explain", help="explain TK's scores of documents for a query (HTML "
+                            "and PNG, the TK paper's Figure 2)", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--checkpoint", required=True, help="a TK checkpoint")
+  p.add_argument("--query", help="the query text (with --document)")
+  p.add_argument("--document", action="append", default=[],
+                 help="a document text; give it once per document (two for a comparison)")
+  p.add_argument("--queries", help="queries file (with --corpus, --run and --qid)")
+  p.add_argument("--corpus", help="corpus file")
+  p.add_argument("--run", help="a run; the query's top --top documents are explained")
+  p.add_argument("--qid", help="the query id in --queries and --run")
+  p.add_argument("--top", type=positive_int, default=2, help="documents from the run (default 2)")
+  p.add_argument("--output", required=True, help="the HTML page to write")
+  p.add_argument("--png", help="the PNG to write (default: OUTPUT with .png)")
+  p.set_defaults(func=run)
+
+
+def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
+  """(query, [(docid, text)]) from the flags."""
+  if args.query is not None:
+    if not args.document or any((args.queries, args.corpus, args.run, args.qid)):
+      raise SystemExit("t5rank explain: give --query with one or more --document, or --queries, "
+                       "--corpus, --run and --qid")
+    return args.query, [(f"document {i + 1}", text) for i, text in enumerate(args.document)]
+  if not all((args.queries, args.corpus, args.run, args.qid)) or args.document:
+    raise SystemExit("t5rank explain: give --query with --document, or all of --queries, "
+                     "--corpus, --run and --qid")
+  from t5rank.data.readers import document_text, read_corpus, read_queries, read_run
+
+  queries = read_queries(args.queries)
+  run = read_run(args.run)
+  if args.qid not in queries or args.qid not in run:
+    raise SystemExit(f"t5rank explain: query {args.qid!r} is not in both {args.queries} and "
+                     f"{args.run}")
+  corpus = read_corpus(args.corpus)
+  ranked = sorted(run[args.qid].items(), key=lambda kv: (-kv[1], kv[0]))[:args.top]
+  missing = [docid for docid, _ in ranked if docid not in corpus]
+  if missing:
+    raise SystemExit(f"t5rank explain: {args.corpus} has no document {missing[0]!r} of the run")
+  return queries[args.qid], [(docid, document_text(corpus[docid])) for docid, _ in ranked]
+
+
+def run(args: argparse.Namespace) -> int:
+  from t5rank.commands import refuse_overwriting_inputs
+  from t5rank.data.readers import atomic_write
+  from t5rank.models.reranker import load_reranker
+  from t5rank.models.tk import TK
+  from t5rank.models.tk_explain import explain, render_html, render_png
+
+  png = args.png or os.path.splitext(args.output)[0] + ".png"
+  refuse_overwriting_inputs("explain", {"--output": args.output, "--png": png},
+                            {"--queries": args.queries, "--corpus": args.corpus,
+                             "--run": args.run})
+  query, documents = _inputs(args)
+  reranker, params = load_reranker(args.checkpoint)
+  if not isinstance(reranker, TK):
+    raise SystemExit(f"t5rank explain: {args.checkpoint} is a {reranker.name} checkpoint; "
+                     "explanations are TK's (its kernels)")
+  explanations = explain(reranker, params, query, documents)
+  mus = reranker.config.kernel_mus
+  with atomic_write(args.output) as f:
+    f.write(render_html(query, explanations, mus))
+  render_png(png, query, explanations, mus)
+  for e in explanations:
+    print(f"{e.docid}: s = {e.score:.4f} (s_log {e.s_log:.4f}, s_len {e.s_len:.5f})")
+  print(f"wrote {args.output} and {png}")
+  return 0

@@ -1,0 +1,457 @@
+"""TK, the Transformer-Kernel ranking model: Hofstätter, Zlabinger, Hanbury, "TU Wien @ TREC Deep
+Learning '19 -- Simple Contextualization for Re-ranking" (shared/papers/001_*), section 2.
+
+    query ids (B, m), document ids (B, n)      one id per word, `t5rank.models.words`
+      ─► embeddings t; hybrid contextualization t̂ = α·t + (1−α)·context(t)        (1)-(3)
+         (query and document each on their own, shared weights)
+      ─► match matrix M = cos(q̂ᵢ, d̂ⱼ)                                             (4)
+      ─► 11 RBF kernels, summed over document terms, log- and length-normalized   (5)-(8)
+      ─► s = β·(s_log·W₁) + γ·(s_len·W₂)                                            (9), (10)
+
+Defaults are the paper's section 3.1: 300-d embeddings, 2 Transformer layers of 16 heads of size 32
+(the authors' public code uses 10 heads of 30; we follow the paper's text), feed-forward 100, no
+dropout, α initialized at .5, kernels μ = 1, .9, .7, ..., −.9 with σ = .1, query ≤ 30 and document
+≤ 200 words. Where the paper is silent we follow the authors' code (matchmaker's tk.py): each
+Transformer layer is feed-forward then multi-head attention, each with a residual connection and
+layer norm (AllenNLP's StackedSelfAttentionEncoder, eq. 2 with its layer norms); padding and
+out-of-vocabulary positions are masked out of attention and matching (their embedding is zeroed);
+log₂ is taken of kernel sums clamped at 1e-10; W₁, W₂ start uniform in ±0.014. One departure: the
+length normalization divides by max(d_len, 1), so an empty document scores finitely.
+
+Windowed kernel pooling (run TUW19-d3, documents up to 800 words; `windows`): the kernel sums are
+taken over consecutive non-overlapping windows of each size, each window scored like a document
+(its length normalizing s_len), the window scores of each size sorted, and the top `window_top` of
+each size weighted by learned weights into the score (the paper states no sizes or counts: ours are
+options). An ensemble (TUW19-p3, `ensemble` > 1) holds several instances' parameters stacked on a
+leading axis and averages their scores; `t5rank ensemble` builds one from trained checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import logging
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from t5rank.models.reranker import Batch, Reranker
+from t5rank.models.words import UNK_ID
+
+logger = logging.getLogger(__name__)
+
+KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
+LOG_FLOOR = 1e-10  # log₂ of a kernel sum is taken of max(sum, LOG_FLOOR)
+
+
+@dataclasses.dataclass(frozen=True)
+class TKConfig:
+  """Architecture of TK. `vocab_size` counts every id (padding and unknown included);
+  `vocabulary_sha256` names the word list its ids come from (`WordVocabulary.sha256`) and `words`
+  where training reads it (a `t5rank embeddings` directory; a checkpoint carries its own copy).
+  Build it with `tk_config(words)`."""
+  vocab_size: int
+  vocabulary_sha256: str = ""
+  words: str = ""
+  embedding_dim: int = 300
+  num_layers: int = 2
+  num_heads: int = 16
+  head_dim: int = 32
+  ff_dim: int = 100
+  kernel_mus: tuple[float, ...] = KERNEL_MUS
+  kernel_sigma: float = 0.1
+  alpha_init: float = 0.5
+  max_query_length: int = 30
+  max_document_length: int = 200
+  windows: tuple[int, ...] = ()
+  window_top: int = 3
+  ensemble: int = 1
+
+  def __post_init__(self):
+    object.__setattr__(self, "kernel_mus", tuple(float(m) for m in self.kernel_mus))
+    object.__setattr__(self, "windows", tuple(int(w) for w in self.windows))
+    for name in ("vocab_size", "embedding_dim", "num_heads", "head_dim", "ff_dim",
+                 "max_query_length", "max_document_length", "window_top", "ensemble"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"TKConfig.{name} must be positive, got {getattr(self, name)}")
+    if self.num_layers < 0 or self.kernel_sigma <= 0 or not self.kernel_mus:
+      raise ValueError("TKConfig needs num_layers >= 0, kernel_sigma > 0 and at least one kernel")
+    if any(w < 1 for w in self.windows):
+      raise ValueError(f"window sizes must be positive, got {self.windows}")
+
+  @property
+  def name(self) -> str:
+    return "tk"
+
+  def replace(self, **changes: Any) -> "TKConfig":
+    return dataclasses.replace(self, **changes)
+
+  def to_json(self) -> str:
+    return json.dumps(dict(dataclasses.asdict(self), model="tk"), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "TKConfig":
+    fields = json.loads(text)
+    fields.pop("model", None)
+    return cls(**fields)
+
+
+def tk_config(words: str, **fields: Any) -> TKConfig:
+  """The TKConfig of the word list in `words` (a directory of `t5rank embeddings`, or a
+  words.tsv), other fields as given (gin: `MODEL_CONFIG = @tk.tk_config()`)."""
+  from t5rank.models.words import WordVocabulary
+
+  vocabulary = WordVocabulary.load(words)
+  return TKConfig(vocab_size=vocabulary.size, vocabulary_sha256=vocabulary.sha256, words=words,
+                  **fields)
+
+
+def positional_encoding(length: int, dim: int) -> np.ndarray:
+  """(length, dim) sinusoids as AllenNLP's `add_positional_features` (used by the authors' code):
+  sin of the first dim/2 timescales, then cos, timescales from 1 to 1e4."""
+  half = dim // 2
+  timescales = np.exp(np.arange(half) * -(math.log(1.0e4) / max(half - 1, 1)))
+  angles = np.arange(length)[:, None] * timescales[None, :]  # (L, dim/2)
+  encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+  if dim % 2:
+    encoding = np.concatenate([encoding, np.zeros((length, 1))], axis=1)
+  return encoding.astype(np.float32)
+
+
+def kernel_pooling(match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array,
+                   mus: tuple[float, ...], sigma: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(s_log (B, K), s_len (B, K), Kᵢᵏ (B, m, K)) of the match matrices `match` (B, m, n) over the
+  real query and document terms (masks (B, m), (B, n))."""
+  q = query_mask.astype(jnp.float32)[..., None]  # (B, m, 1)
+  d = doc_mask.astype(jnp.float32)  # (B, n)
+  mu = jnp.asarray(mus, jnp.float32)  # (K,)
+  kernels = jnp.exp(-jnp.square(match[..., None] - mu) / (2.0 * sigma ** 2))  # (B, m, n, K)  (5)
+  per_term = jnp.sum(kernels * d[:, None, :, None], axis=2)  # (B, m, K)  (6) Kᵢᵏ = Σⱼ Kᵢⱼᵏ
+  s_log = jnp.sum(jnp.log2(jnp.maximum(per_term, LOG_FLOOR)) * q, axis=1)  # (B, K)  (7)
+  d_len = jnp.maximum(jnp.sum(d, axis=-1), 1.0)[:, None]  # (B, 1)
+  s_len = jnp.sum(per_term * q, axis=1) / d_len  # (B, K)  (8)
+  return s_log, s_len, per_term
+
+
+def cosine_matrix(query: jax.Array, doc: jax.Array) -> jax.Array:
+  """(B, m, n) cosines of every query and document vector, (4); a zero vector (padding) has cosine
+  0 with everything, and a zero gradient (the norm is floored at 1e-13 before dividing)."""
+  def unit(x):
+    return x / jnp.sqrt(jnp.maximum(jnp.sum(jnp.square(x), axis=-1, keepdims=True), 1e-26))
+  return jnp.einsum("bme,bne->bmn", unit(query), unit(doc))
+
+
+def _uniform(scale: float):
+  return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -scale, scale)
+
+
+class _Layer(nn.Module):
+  """One contextualization layer, (2): FF then multi-head attention (3), each + residual, layer
+  norm."""
+  config: TKConfig
+
+  @nn.compact
+  def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
+    c = self.config
+    ff = nn.Dense(c.embedding_dim, name="ff_out")(nn.relu(nn.Dense(c.ff_dim, name="ff_in")(x)))
+    x = nn.LayerNorm(name="ff_norm")(ff + x)  # (B, L, E)
+    attention = nn.MultiHeadDotProductAttention(
+        num_heads=c.num_heads, qkv_features=c.num_heads * c.head_dim, out_features=c.embedding_dim,
+        name="attention")(x, mask=nn.make_attention_mask(mask, mask))
+    return nn.LayerNorm(name="attention_norm")(attention + x)
+
+
+class TKNetwork(nn.Module):
+  """TK's parameters and its two halves: `encode` (ids -> contextualized vectors) and `score`
+  (two sides' vectors -> score and its parts)."""
+  config: TKConfig
+
+  def setup(self):
+    c = self.config
+    k = len(c.kernel_mus)
+    self.embedding = nn.Embed(c.vocab_size, c.embedding_dim, name="embedding")
+    self.layers = [_Layer(c, name=f"layer_{i}") for i in range(c.num_layers)]
+    self.alpha = self.param("alpha", nn.initializers.constant(c.alpha_init), ())
+    self.log_weights = self.param("log_weights", _uniform(0.014), (k,))  # W₁
+    self.length_weights = self.param("length_weights", _uniform(0.014), (k,))  # W₂
+    self.combine = self.param("combine", _uniform(1 / math.sqrt(2)), (2,))  # (β, γ)
+    if c.windows:
+      self.window_weights = self.param("window_weights", nn.initializers.constant(1.0),
+                                       (len(c.windows), c.window_top))
+
+  def encode(self, ids: jax.Array) -> jax.Array:
+    """(B, L, E) hybrid contextualized vectors of `ids` (B, L), (1); zero where the id is padding
+    or unknown."""
+    mask = ids > UNK_ID  # (B, L)
+    t = self.embedding(ids) * mask[..., None]  # (B, L, E)
+    x = t + positional_encoding(ids.shape[1], self.config.embedding_dim)[None]
+    for layer in self.layers:
+      x = layer(x, mask)
+    return (self.alpha * t + (1.0 - self.alpha) * x) * mask[..., None]
+
+  def score(self, query: jax.Array, query_mask: jax.Array, doc: jax.Array,
+            doc_mask: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(s (B,), parts) of contextualized queries (B, m, E) and documents (B, n, E); parts hold M,
+    Kᵢᵏ, s_logᵏ, s_lenᵏ, s_log, s_len (whole-document pooling) for explanations."""
+    c = self.config
+    match = cosine_matrix(query, doc)  # (B, m, n)  (4)
+    s_log_k, s_len_k, per_term = kernel_pooling(match, query_mask, doc_mask, c.kernel_mus,
+                                                c.kernel_sigma)
+    s_log, s_len = s_log_k @ self.log_weights, s_len_k @ self.length_weights  # (B,)  (9)
+    beta, gamma = self.combine[0], self.combine[1]
+    parts = {"match": match, "per_term": per_term, "s_log_k": s_log_k, "s_len_k": s_len_k,
+             "s_log": s_log, "s_len": s_len, "beta": beta, "gamma": gamma}
+    if not c.windows:
+      return beta * s_log + gamma * s_len, parts  # (10)
+    return self._windowed(match, query_mask, doc_mask), parts
+
+  def _windowed(self, match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array) -> jax.Array:
+    """TUW19-d3: for each window size, the top `window_top` window scores (sorted) weighted."""
+    c = self.config
+    total = jnp.zeros(match.shape[0], jnp.float32)
+    for i, size in enumerate(c.windows):
+      n = match.shape[2]
+      pad = -n % size
+      windows = (n + pad) // size
+      m = jnp.pad(match, ((0, 0), (0, 0), (0, pad))).reshape(match.shape[0], match.shape[1],
+                                                              windows, size)  # (B, m, W, size)
+      d = jnp.pad(doc_mask, ((0, 0), (0, pad))).reshape(doc_mask.shape[0], windows, size)
+      flat_m = jnp.moveaxis(m, 2, 1).reshape(-1, match.shape[1], size)  # (B·W, m, size)
+      flat_q = jnp.repeat(query_mask, windows, axis=0)
+      s_log_k, s_len_k, _ = kernel_pooling(flat_m, flat_q, d.reshape(-1, size), c.kernel_mus,
+                                           c.kernel_sigma)
+      scores = (self.combine[0] * (s_log_k @ self.log_weights)
+                + self.combine[1] * (s_len_k @ self.length_weights)).reshape(-1, windows)
+      real = d.any(axis=-1)  # (B, W) windows holding at least one real term
+      top = min(c.window_top, windows)
+      best, _ = jax.lax.top_k(jnp.where(real, scores, -jnp.inf), top)  # (B, top) sorted
+      best = jnp.where(jnp.isfinite(best), best, 0.0)  # a short document has fewer windows: 0
+      total = total + best @ self.window_weights[i, :top]
+    return total
+
+  def __call__(self, query_ids: jax.Array, doc_ids: jax.Array) -> jax.Array:
+    """(B,) scores of id pairs: `encode` both sides, then `score`."""
+    score, _ = self.score(self.encode(query_ids), query_ids > UNK_ID, self.encode(doc_ids),
+                          doc_ids > UNK_ID)
+    return score
+
+
+def init_tk_params(config: TKConfig, rng: jax.Array) -> dict:
+  """Random parameters of `config` (one instance; `config.ensemble` is for stacked checkpoints)."""
+  ids = jnp.full((1, 2), UNK_ID + 1, jnp.int32)
+  return TKNetwork(config).init(rng, ids, ids)["params"]
+
+
+def tk_param_axes(params) -> Any:
+  """Logical axes of TK parameters: the embedding's rows on `vocab` (split over `model` on a
+  model-parallel mesh), everything else replicated; an ensemble's leading axis is replicated."""
+  from jax.sharding import PartitionSpec
+
+  def axes(path, leaf):
+    names = [getattr(p, "key", str(p)) for p in path]
+    spec = [None] * np.ndim(leaf)
+    if "embedding" in names and np.ndim(leaf) >= 2:
+      spec[-2] = "vocab"
+    return PartitionSpec(*spec)
+
+  return jax.tree_util.tree_map_with_path(axes, params)
+
+
+# ------------------------------------------------------------------------------- the reranker
+
+
+def _stack_members(params, config: TKConfig):
+  """`params` with a leading member axis (an ensemble's already has one)."""
+  return params if config.ensemble > 1 else jax.tree.map(lambda x: x[None], params)
+
+
+def encode_step(params, ids: jax.Array, *, config: TKConfig) -> jax.Array:
+  """(members, B, L, E) contextualized vectors of `ids` (B, L) by each ensemble member."""
+  network = TKNetwork(config)
+  return jax.vmap(lambda p: network.apply({"params": p}, ids, method=TKNetwork.encode))(
+      _stack_members(params, config))
+
+
+def match_step(params, query: jax.Array, query_mask: jax.Array, doc: jax.Array,
+               doc_mask: jax.Array, *, config: TKConfig) -> jax.Array:
+  """(B,) score of contextualized pairs, (members, B, m, E) and (members, B, n, E): the members'
+  mean (TUW19-p3; one member: its score)."""
+  network = TKNetwork(config)
+  scores = jax.vmap(lambda p, q, d: network.apply({"params": p}, q, query_mask, d, doc_mask,
+                                                  method=TKNetwork.score)[0])(
+      _stack_members(params, config), query, doc)
+  return jnp.mean(scores, axis=0)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _encode_queries(params, ids, *, config):
+  return encode_step(params, ids, config=config)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _score_documents(state, doc_ids, pair_query, pair_doc, *, config):
+  """Contextualizes the batch's documents once, then scores each (query, document) pair against
+  the shard's contextualized queries."""
+  docs = encode_step(state["params"], doc_ids, config=config)  # (members, D, n, E)
+  query = state["queries"][:, pair_query]  # (members, P, m, E)
+  query_mask = state["query_ids"][pair_query] > UNK_ID  # (P, m)
+  score = match_step(state["params"], query, query_mask, docs[:, pair_doc],
+                     doc_ids[pair_doc] > UNK_ID, config=config)
+  return score, jax.nn.sigmoid(score)
+
+
+def _pad_rows(n: int, multiple: int) -> int:
+  """The padded row count of n rows: the next power of two (at least `multiple`), rounded up to a
+  multiple of `multiple`, so that a job compiles few shapes."""
+  rows = max(multiple, 1 << max(n - 1, 0).bit_length())
+  return -(-rows // multiple) * multiple
+
+
+class TK(Reranker):
+  """TK behind the `Reranker` interface. Examples are (query ids, document ids); the scorer orders
+  a job's pairs by passage (`shard_order`), so a shard holds each of its passages' pairs together:
+  `shard_state` contextualizes the shard's distinct queries once, and each batch holds distinct
+  passages, each contextualized once, and the pairs that read them. `score_batch` returns (s,
+  sigmoid(s)); TK's score is not a probability and the second value is only a squashing of it."""
+
+  name = "tk"
+  shard_order = "passage"
+
+  def __init__(self, config: TKConfig, vocabulary):
+    if vocabulary.size != config.vocab_size or (
+        config.vocabulary_sha256 and vocabulary.sha256 != config.vocabulary_sha256):
+      raise ValueError(f"the word vocabulary ({vocabulary.size} ids, sha256 "
+                       f"{vocabulary.sha256[:12]}) is not the one the model was built for "
+                       f"({config.vocab_size} ids, sha256 {config.vocabulary_sha256[:12]})")
+    self.config = config
+    self.vocabulary = vocabulary
+
+  @property
+  def reads_first_stage(self) -> bool:
+    return False
+
+  def encode(self, queries, passages, first_stage=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(query ids, document ids) per pair, cut to the configured lengths; logs the share of
+    out-of-vocabulary words (they map to the unknown id and are masked out of matching)."""
+    c, encode = self.config, self.vocabulary.encode
+    cache: dict[str, tuple] = {}
+    oov = total = 0
+
+    def ids(text: str, length: int) -> np.ndarray:
+      nonlocal oov, total
+      if (text, length) not in cache:
+        cache[text, length] = encode(text, length)
+        oov, total = oov + cache[text, length][1], total + cache[text, length][2]
+      return cache[text, length][0]
+
+    examples = [(ids(q, c.max_query_length), ids(d, c.max_document_length))
+                for q, d in zip(queries, passages)]
+    logger.info("TK: %d pairs, %d distinct texts, %.2f%% of their words out of vocabulary",
+                len(examples), len(cache), 100.0 * oov / max(total, 1))
+    return examples
+
+  def _distinct(self, examples, side: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct id sequences of one side (0 queries, 1 documents) in order of first
+    appearance, and each example's index into them."""
+    index: dict[bytes, int] = {}
+    distinct, of = [], np.empty(len(examples), np.int32)
+    for i, example in enumerate(examples):
+      key = example[side].tobytes()
+      if key not in index:
+        index[key] = len(distinct)
+        distinct.append(example[side])
+      of[i] = index[key]
+    return distinct, of
+
+  def shard_state(self, params, examples, *, mesh):
+    """{"params", "queries" (members, Q, m, E), "query_ids" (Q, m)}: the shard's distinct queries,
+    contextualized once, in `_distinct` order; Q padded to few shapes."""
+    from t5rank.partitioning import replicated
+
+    distinct, _ = self._distinct(examples, 0)
+    length = self.config.max_query_length
+    ids = np.zeros((_pad_rows(len(distinct), 8), length), np.int32)
+    for row, sequence in enumerate(distinct):
+      ids[row, :len(sequence)] = sequence
+    chunk = 1024
+    reps = [_encode_queries(params, jax.device_put(ids[i:i + chunk], replicated(mesh)),
+                            config=self.config) for i in range(0, len(ids), chunk)]
+    return {"params": params, "queries": jnp.concatenate(reps, axis=1),
+            "query_ids": jax.device_put(ids, replicated(mesh))}
+
+  def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1) -> list[Batch]:
+    """Batches of distinct documents (about `batch_tokens` padded document words each, length
+    buckets of 32) and all pairs that read them: arrays (document ids (D, n), pair's query index
+    (P,), pair's document row (P,)); D and P padded to few shapes."""
+    _, query_of = self._distinct(examples, 0)
+    docs, doc_of = self._distinct(examples, 1)
+    pairs_of: list[list[int]] = [[] for _ in docs]
+    for i, d in enumerate(doc_of):
+      pairs_of[d].append(i)
+    lengths = np.array([len(d) for d in docs], np.int64)
+    buckets = np.minimum(-(-np.maximum(lengths, 1) // 32) * 32, self.config.max_document_length)
+    batches = []
+    for length in np.unique(buckets):
+      members = np.flatnonzero(buckets == length)
+      rows = max(row_multiple, batch_tokens // int(length) // row_multiple * row_multiple)
+      for first in range(0, len(members), rows):
+        chunk = members[first:first + rows]
+        doc_ids = np.zeros((_pad_rows(len(chunk), row_multiple), int(length)), np.int32)
+        items, pair_doc = [], []
+        for row, d in enumerate(chunk):
+          doc_ids[row, :lengths[d]] = docs[d]
+          items.extend(pairs_of[d])
+          pair_doc.extend([row] * len(pairs_of[d]))
+        size = _pad_rows(len(items), row_multiple)
+        pair_query = np.zeros(size, np.int32)
+        pair_query[:len(items)] = query_of[items]
+        padded_doc = np.zeros(size, np.int32)
+        padded_doc[:len(items)] = pair_doc
+        batches.append(Batch(np.asarray(items, np.int64), (doc_ids, pair_query, padded_doc)))
+    return batches
+
+  def score_batch(self, state, arrays):
+    doc_ids, pair_query, pair_doc = arrays
+    return _score_documents(state, doc_ids, pair_query, pair_doc, config=self.config)
+
+  def param_axes(self):
+    def shapes(rng):
+      params = init_tk_params(self.config, rng)
+      return jax.tree.map(lambda x: x[None], params) if self.config.ensemble > 1 else params
+    return tk_param_axes(jax.eval_shape(shapes, jax.random.PRNGKey(0)))
+
+  def fingerprint(self) -> dict:
+    return {"model": self.name, "config": json.loads(self.config.to_json()),
+            "vocab": self.vocabulary.sha256}
+
+  def describe(self) -> str:
+    c = self.config
+    return (f"TK ({c.vocab_size} words x {c.embedding_dim}, {c.num_layers} layers of "
+            f"{c.num_heads} heads, {len(c.kernel_mus)} kernels"
+            f"{f', windows {c.windows}' if c.windows else ''}"
+            f"{f', ensemble of {c.ensemble}' if c.ensemble > 1 else ''})")
+
+  @classmethod
+  def load(cls, checkpoint: str, *, config_name: Any = None, **options) -> tuple["TK", Any]:
+    """(TK, parameters) of a TK checkpoint (`t5rank train` with a TK gin, or `t5rank ensemble`);
+    TK has no scoring options, and any given is refused by name."""
+    from t5rank.checkpoints import native
+    from t5rank.models.words import WordVocabulary
+
+    if config_name is not None:
+      options["config"] = config_name
+    if options:
+      raise ValueError(f"{checkpoint} is a TK checkpoint; the options "
+                       f"{', '.join(sorted(options))} are monoT5's (TK reads whole words with its "
+                       "own vocabulary, has no target words and reads no first-stage score)")
+    config, params = native.restore_model(checkpoint, TKConfig)
+    vocabulary = WordVocabulary.load(checkpoint)
+    try:
+      return cls(config, vocabulary), params
+    except ValueError as e:
+      raise ValueError(f"{checkpoint}: {e}") from None

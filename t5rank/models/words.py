@@ -1,0 +1,204 @@
+"""Word vocabularies and word embeddings, for models that read one id per word (TK).
+
+    text ─► `words(text)`: lowercased runs of letters and digits (`\\w+`, Unicode) ─► ids
+    id 0 = padding, id 1 = every out-of-vocabulary word, ids 2.. = the vocabulary's terms
+
+A `WordVocabulary` keeps the terms of a collection that occur at least `min_count` times (the TK
+paper's "minimum collection occurrence of 5"), most frequent first. It is saved as `words.tsv`
+(`term<TAB>count`, one per line, id = line number + 2) beside the embeddings and inside every
+checkpoint of a model that reads it, so that scoring tokenizes as training did.
+
+`train_word2vec` learns embeddings on the collection with gensim's word2vec (the TK paper used
+GloVe 300-d vectors trained on Common Crawl; nothing can be downloaded here, and the paper itself
+notes that embeddings are easy to pre-train on domain data). `save_embeddings` / `load_embeddings`
+write and read the directory `t5rank embeddings` makes: words.tsv, vectors.npy (float32, one row
+per id; rows 0 and 1 are zero) and embeddings.json (how it was made).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import re
+import shutil
+import zlib
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+PAD_ID, UNK_ID = 0, 1
+NUM_RESERVED = 2
+WORDS_FILE = "words.tsv"
+VECTORS_FILE = "vectors.npy"
+SETTINGS_FILE = "embeddings.json"
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> list[str]:
+  """The lowercased words of `text`: maximal runs of Unicode letters, digits and underscores;
+  punctuation and whitespace separate them and are dropped. "Is AD&D covered?" -> [is, ad, d,
+  covered]."""
+  return _WORD.findall(text.lower())
+
+
+class WordVocabulary:
+  """Terms (index i has id i + 2) with their collection counts."""
+
+  def __init__(self, terms: Sequence[str], counts: Optional[Sequence[int]] = None):
+    if len(set(terms)) != len(terms):
+      raise ValueError("a word vocabulary lists each term once")
+    self.terms = list(terms)
+    self.counts = list(counts) if counts is not None else [0] * len(terms)
+    self.index = {t: i + NUM_RESERVED for i, t in enumerate(self.terms)}
+
+  @property
+  def size(self) -> int:
+    """Number of ids, padding and the unknown id included."""
+    return len(self.terms) + NUM_RESERVED
+
+  @property
+  def sha256(self) -> str:
+    """Hash of the terms in id order: two vocabularies with the same hash give the same ids."""
+    return hashlib.sha256("\n".join(self.terms).encode("utf-8")).hexdigest()
+
+  @classmethod
+  def build(cls, texts: Iterable[str], min_count: int = 5) -> "WordVocabulary":
+    """The terms of `texts` occurring at least `min_count` times, by count (descending), ties by
+    term."""
+    if min_count < 1:
+      raise ValueError(f"min_count must be at least 1, got {min_count}")
+    counts = collections.Counter(w for text in texts for w in words(text))
+    kept = sorted((t for t, c in counts.items() if c >= min_count), key=lambda t: (-counts[t], t))
+    return cls(kept, [counts[t] for t in kept])
+
+  def encode(self, text: str, max_length: int) -> tuple[np.ndarray, int, int]:
+    """(ids (n,) int32 of the first `max_length` words, their out-of-vocabulary count, n)."""
+    ids = np.fromiter((self.index.get(w, UNK_ID) for w in words(text)[:max_length]), np.int32)
+    return ids, int((ids == UNK_ID).sum()), len(ids)
+
+  def save(self, path: str) -> None:
+    """words.tsv at `path` (written to a temporary name, then renamed)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+      for term, count in zip(self.terms, self.counts):
+        f.write(f"{term}\t{count}\n")
+    os.replace(path + ".tmp", path)
+
+  @classmethod
+  def load(cls, path: str) -> "WordVocabulary":
+    """The vocabulary `save` wrote to `path` (a words.tsv, or a directory holding one)."""
+    if os.path.isdir(path):
+      path = os.path.join(path, WORDS_FILE)
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"{path}: no word vocabulary (words.tsv, made by `t5rank embeddings`)")
+    terms, counts = [], []
+    with open(path, encoding="utf-8") as f:
+      for number, line in enumerate(f, 1):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+          raise ValueError(f"{path}:{number}: expected term<TAB>count, got {line.rstrip()!r}")
+        terms.append(parts[0])
+        counts.append(int(parts[1]))
+    return cls(terms, counts)
+
+
+def _crc32(text: str) -> int:
+  return zlib.crc32(text.encode("utf-8"))
+
+
+def train_word2vec(texts: Sequence[str], vocabulary: WordVocabulary, *, dim: int = 300,
+                   epochs: int = 5, window: int = 5, seed: int = 0,
+                   workers: int = 1) -> np.ndarray:
+  """(vocabulary.size, dim) float32 word2vec (skip-gram, negative sampling) vectors of the
+  vocabulary's terms, trained on `texts`; rows 0 (padding) and 1 (unknown) are zero. With one
+  worker the vectors are the same on every run (gensim seeds each word's start vector by a hash,
+  here CRC-32 instead of Python's salted `hash`)."""
+  from gensim.models import Word2Vec
+
+  sentences = [words(t) for t in texts]
+  model = Word2Vec(vector_size=dim, window=window, min_count=1, sg=1, negative=5, seed=seed,
+                   workers=workers, hashfxn=_crc32)
+  known = set(vocabulary.terms)
+  model.build_vocab_from_freq({t: c for t, c in zip(vocabulary.terms, vocabulary.counts)
+                               if c > 0} or {t: 1 for t in known})
+  model.train([[w for w in s if w in known] for s in sentences], total_examples=len(sentences),
+              epochs=epochs)
+  vectors = np.zeros((vocabulary.size, dim), np.float32)
+  for term, i in vocabulary.index.items():
+    if term in model.wv.key_to_index:
+      vectors[i] = model.wv[term]
+  return vectors
+
+
+def save_embeddings(directory: str, vocabulary: WordVocabulary, vectors: np.ndarray,
+                    settings: dict) -> None:
+  """Writes words.tsv, vectors.npy and embeddings.json into `directory` (built in a temporary
+  directory beside it, then renamed: an interrupted run leaves no half-written directory)."""
+  if vectors.shape[0] != vocabulary.size:
+    raise ValueError(f"{vectors.shape[0]} vectors for a vocabulary of {vocabulary.size} ids")
+  temporary = directory.rstrip(os.sep) + ".tmp"
+  shutil.rmtree(temporary, ignore_errors=True)
+  os.makedirs(temporary)
+  vocabulary.save(os.path.join(temporary, WORDS_FILE))
+  np.save(os.path.join(temporary, VECTORS_FILE), vectors.astype(np.float32))
+  with open(os.path.join(temporary, SETTINGS_FILE), "w") as f:
+    json.dump(dict(settings, vocabulary_sha256=vocabulary.sha256, terms=len(vocabulary.terms),
+                   dim=int(vectors.shape[1])), f, indent=1)
+  if os.path.exists(directory):
+    shutil.rmtree(directory)
+  os.rename(temporary, directory)
+
+
+def load_embeddings(directory: str) -> tuple[WordVocabulary, np.ndarray]:
+  """(vocabulary, vectors) of a directory `save_embeddings` wrote."""
+  vocabulary = WordVocabulary.load(directory)
+  path = os.path.join(directory, VECTORS_FILE)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path} not found: {directory} holds no word vectors")
+  vectors = np.load(path)
+  if vectors.ndim != 2 or vectors.shape[0] != vocabulary.size:
+    raise ValueError(f"{path}: shape {vectors.shape}, expected ({vocabulary.size}, dim) for the "
+                     f"{len(vocabulary.terms)} terms of {WORDS_FILE} + 2 reserved ids")
+  return vocabulary, vectors
+
+
+def insuranceqa_texts(language: str = "en") -> list[str]:
+  """InsuranceQA v2's 27,413 answers and its training questions (no validation or test question):
+  the text TK's InsuranceQA embeddings are learned on."""
+  from t5rank.data.insuranceqa import load_split
+
+  train = load_split("train", language)
+  return list(train.answers.values()) + list(train.queries.values())
+
+
+def make_embeddings(directory: str, texts: Sequence[str], *, min_count: int = 5, dim: int = 300,
+                    epochs: int = 5, seed: int = 0, source: str = "") -> str:
+  """Builds the vocabulary of `texts` and their word2vec vectors into `directory`; returns it."""
+  vocabulary = WordVocabulary.build(texts, min_count)
+  print(f"{len(texts)} texts; {len(vocabulary.terms)} words occur >= {min_count} times "
+        f"({sum(vocabulary.counts)} occurrences); word2vec {dim}-d, {epochs} epochs", flush=True)
+  vectors = train_word2vec(texts, vocabulary, dim=dim, epochs=epochs, seed=seed)
+  save_embeddings(directory, vocabulary, vectors, {
+      "source": source, "min_count": min_count, "method": "gensim word2vec skip-gram",
+      "epochs": epochs, "seed": seed, "texts": len(texts)})
+  return directory
+
+
+def insuranceqa_embeddings(directory: str = os.path.join("runs", "words_insuranceqa_en"), *,
+                           language: str = "en", min_count: int = 5, dim: int = 300,
+                           epochs: int = 5, seed: int = 0) -> str:
+  """`directory`, holding InsuranceQA's word embeddings (`insuranceqa_texts`), built first when it
+  does not hold them with these settings (about 1.5 minutes on a 2-core CPU). The TK gins' default
+  WORD_EMBEDDINGS, so that they run on a fresh clone."""
+  settings_path = os.path.join(directory, SETTINGS_FILE)
+  wanted = {"source": f"insuranceqa train ({language}): answers + training questions",
+            "min_count": min_count, "epochs": epochs, "seed": seed, "dim": dim}
+  if os.path.isfile(settings_path):
+    with open(settings_path) as f:
+      stored = json.load(f)
+    if all(stored.get(k) == v for k, v in wanted.items()):
+      return directory
+  print(f"building InsuranceQA word embeddings in {directory}", flush=True)
+  return make_embeddings(directory, insuranceqa_texts(language), min_count=min_count, dim=dim,
+                         epochs=epochs, seed=seed, source=wanted["source"])

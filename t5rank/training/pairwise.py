@@ -1,0 +1,216 @@
+"""TK's training: pairwise hinge loss on (query, relevant, non-relevant) triples, a `Trainable`.
+
+    triple source (`SOURCES`, seeded order, skipped to the start step, this host's share)
+      -> word ids (`t5rank.models.words`; query <= 30, documents <= 200 words; OOV share printed)
+      -> batches {query (B, m), positive (B, n), negative (B, n)}, n a multiple of 32
+      -> s⁺, s⁻ by TK (the query contextualized once per triple)
+      -> loss = mean(max(0, 1 − s⁺ + s⁻)), accuracy = share of s⁺ > s⁻
+
+The paper (section 3.1): pairwise hinge loss, Adam with a learning rate of 1e-4 for the word
+embeddings and the contextualization layers and 1e-3 for the rest (`tk_adam`), batches of 64,
+early stopping on validation MRR@10 (`trainer.Loop.keep_best`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Iterator, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from t5rank.models.tk import TK, TKConfig, TKNetwork, init_tk_params, tk_param_axes
+from t5rank.models.words import UNK_ID, WordVocabulary
+from t5rank.training.trainable import DatasetFn, Trainable
+
+
+def _insuranceqa(language: str):
+  def table():
+    from t5rank.data.sources import insuranceqa
+    return insuranceqa("train", language)
+  return table
+
+
+def _generic():
+  from t5rank.data.sources import generic_triples
+  return generic_triples("train")
+
+
+# Triple sources by task name: InsuranceQA's training split (its pools' negatives) and the generic
+# queries/corpus/qrels/run form ($T5RANK_QUERIES, $T5RANK_CORPUS, $T5RANK_QRELS, $T5RANK_RUN).
+SOURCES: dict[str, Callable[[], Any]] = {
+    "insuranceqa_en": _insuranceqa("en"), "insuranceqa_zh": _insuranceqa("zh"),
+    "generic": _generic}
+DOCUMENT_BUCKET = 32
+
+
+def tk_adam(learning_rate, *, other_ratio: float = 10.0) -> optax.GradientTransformation:
+  """Adam with the paper's two learning rates: `learning_rate` (1e-4) for the word embeddings and
+  the Transformer layers, `other_ratio` times it (1e-3) for the rest (α, the kernel weights W₁, W₂
+  and β, γ). `learning_rate` may be an optax schedule; the rest follows it."""
+  schedule = learning_rate if callable(learning_rate) else optax.constant_schedule(learning_rate)
+
+  def labels(params):
+    def label(path, _):
+      top = getattr(path[0], "key", str(path[0]))
+      if path and getattr(path[0], "idx", None) is not None:  # an ensemble's stacked members
+        top = getattr(path[1], "key", "")
+      return "contextual" if top == "embedding" or top.startswith("layer_") else "other"
+    return jax.tree_util.tree_map_with_path(label, params)
+
+  return optax.multi_transform(
+      {"contextual": optax.adam(schedule), "other": optax.adam(lambda s: other_ratio * schedule(s))},
+      labels)
+
+
+def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_length: int,
+               document_length: int, seed: int, start_step: int = 0, shard_index: int = 0,
+               num_shards: int = 1) -> Iterator[dict[str, np.ndarray]]:
+  """Endless batches of this host's `batch_size // num_shards` triples from global step
+  `start_step` on (the same stream a run from step 0 reaches there): `query` (b, query_length),
+  `positive` and `negative` (b, n) int32 word ids, n the batch's longest document rounded up to a
+  multiple of 32 (at most `document_length`)."""
+  if batch_size <= 0 or batch_size % num_shards:
+    raise ValueError(f"batch_size {batch_size} must be a positive multiple of the data shards "
+                     f"({num_shards})")
+  rows = batch_size // num_shards
+  cache: dict[tuple[str, int], np.ndarray] = {}
+  counts = {"oov": 0, "words": 0}
+
+  def ids(text: str, length: int) -> np.ndarray:
+    key = (text, length)
+    if key not in cache:
+      cache[key], oov, n = vocabulary.encode(text, length)
+      counts["oov"] += oov
+      counts["words"] += n
+    return cache[key]
+
+  triples = table.triples(seed=seed, start=start_step * batch_size, shard_index=shard_index,
+                          num_shards=num_shards)
+  reported = False
+  while True:
+    chunk = [next(triples) for _ in range(rows)]
+    query = np.zeros((rows, query_length), np.int32)
+    docs = [(ids(t[1], document_length), ids(t[2], document_length)) for t in chunk]
+    longest = max(max(len(p), len(n)) for p, n in docs)
+    length = min(-(-max(longest, 1) // DOCUMENT_BUCKET) * DOCUMENT_BUCKET, document_length)
+    positive = np.zeros((rows, length), np.int32)
+    negative = np.zeros((rows, length), np.int32)
+    for row, (triple, (p, n)) in enumerate(zip(chunk, docs)):
+      q = ids(triple[0], query_length)
+      query[row, :len(q)], positive[row, :len(p)], negative[row, :len(n)] = q, p, n
+    if not reported:
+      print(f"TK training data: {100.0 * counts['oov'] / max(counts['words'], 1):.2f}% of the "
+            "first batch's words are out of vocabulary (the unknown id, masked out)", flush=True)
+      reported = True
+    yield {"query": query, "positive": positive, "negative": negative}
+
+
+def hinge_loss(positive: jax.Array, negative: jax.Array, margin: float = 1.0) -> jax.Array:
+  """mean(max(0, margin − s⁺ + s⁻)) over the batch: the pairwise hinge loss."""
+  return jnp.mean(jax.nn.relu(margin - positive + negative))
+
+
+class PairwiseTK(Trainable):
+  """TK trained on triples. Its word list is `config.words` (a `t5rank embeddings` directory or a
+  words.tsv); `Init.checkpoint` may be that directory (pre-trained embeddings) or a TK checkpoint."""
+
+  def __init__(self, config: TKConfig):
+    self.config = config
+    self.vocabulary = load_words(config)
+
+  def check(self, task_name: str, init, optimization, loop) -> None:
+    del optimization, loop
+    if task_name not in SOURCES:
+      raise ValueError(f"TK trains on a triple source of {sorted(SOURCES)}, got {task_name!r}")
+    if init.term_matching_heads:
+      raise ValueError("term_matching_heads is a T5 initialization; TK has no such heads")
+
+  def init_params(self, rng: jax.Array, init) -> Any:
+    params = init_tk_params(self.config, rng)
+    if init.checkpoint is None:
+      return params
+    from t5rank.checkpoints import native
+    from t5rank.models.words import load_embeddings
+
+    if native.is_native_checkpoint(init.checkpoint):
+      reranker, loaded = TK.load(init.checkpoint)
+      if reranker.config != self.config:
+        raise ValueError(f"{init.checkpoint} is a TK of another configuration than this run's")
+      return loaded
+    vocabulary, vectors = load_embeddings(init.checkpoint)
+    if vocabulary.sha256 != self.vocabulary.sha256:
+      raise ValueError(f"the embeddings in {init.checkpoint} index another word list than the "
+                       f"model's ({self.config.words}); build the model from that directory")
+    if vectors.shape[1] != self.config.embedding_dim:
+      raise ValueError(f"{init.checkpoint} holds {vectors.shape[1]}-d vectors but the model's "
+                       f"embedding_dim is {self.config.embedding_dim}")
+    params = jax.tree.map(np.asarray, params)
+    params["embedding"]["embedding"] = vectors.astype(np.float32)
+    return params
+
+  def param_axes(self) -> Any:
+    return tk_param_axes(jax.eval_shape(functools.partial(init_tk_params, self.config),
+                                        jax.random.PRNGKey(0)))
+
+  def loss_and_metrics(self, params, batch, dropout_rng):
+    del dropout_rng  # TK has no dropout
+    network = TKNetwork(self.config)
+    apply = functools.partial(network.apply, {"params": params})
+    query = apply(batch["query"], method=TKNetwork.encode)  # (B, m, E), once for both documents
+    query_mask = batch["query"] > UNK_ID
+
+    def score(doc_ids):
+      doc = apply(doc_ids, method=TKNetwork.encode)
+      return apply(query, query_mask, doc, doc_ids > UNK_ID, method=TKNetwork.score)[0]
+
+    positive, negative = score(batch["positive"]), score(batch["negative"])  # (B,), (B,)
+    loss = hinge_loss(positive, negative)
+    accuracy = jnp.mean((positive > negative).astype(jnp.float32))
+    return loss, {"loss": loss, "accuracy": accuracy, "alpha": params["alpha"]}
+
+  def batch_counts(self, batch) -> tuple[int, int]:
+    return len(batch["query"]), int(sum((batch[k] > 0).sum() for k in batch))
+
+  def dataset_fn(self) -> DatasetFn:
+    def dataset(task_name: str, *, batch_size: int, feature_lengths: Mapping[str, int], seed: int,
+                start_step: int = 0, pack: bool = False, shard_index: int = 0,
+                num_shards: int = 1):
+      if pack:
+        raise ValueError("TK batches are triples of their own lengths; PACK must be False")
+      wanted = {"query": self.config.max_query_length,
+                "document": self.config.max_document_length}
+      if dict(feature_lengths) != wanted:
+        raise ValueError(f"TK's feature lengths are its config's {wanted}, got "
+                         f"{dict(feature_lengths)}")
+      return tk_batches(SOURCES[task_name](), self.vocabulary, batch_size=batch_size,
+                        query_length=wanted["query"], document_length=wanted["document"],
+                        seed=seed, start_step=start_step, shard_index=shard_index,
+                        num_shards=num_shards)
+    return dataset
+
+  def export(self, directory: str, params, metadata: dict) -> None:
+    """A TK checkpoint: words.tsv (copied in first), the parameters, metadata `model: tk`."""
+    from t5rank.checkpoints import save_checkpoint
+    from t5rank.models.words import WORDS_FILE
+
+    if jax.process_index() == 0:
+      os.makedirs(directory, exist_ok=True)
+      self.vocabulary.save(os.path.join(directory, WORDS_FILE))
+    save_checkpoint(directory, params, self.config, dict(metadata, model=TK.name))
+
+
+def load_words(config: TKConfig) -> WordVocabulary:
+  """The word list `config.words` names, checked against the config's size and hash."""
+  if not config.words:
+    raise ValueError("TKConfig.words is empty: build the config with tk.tk_config(words=DIR), DIR "
+                     "made by `t5rank embeddings`")
+  vocabulary = WordVocabulary.load(config.words)
+  if vocabulary.size != config.vocab_size or vocabulary.sha256 != config.vocabulary_sha256:
+    raise ValueError(f"{config.words} is not the word list this TK was built with "
+                     f"({config.vocab_size} ids); rebuild the config from it")
+  return vocabulary
+

@@ -1,0 +1,155 @@
+"""monoT5 training: T5 with token cross-entropy on the target word, a `Trainable` for the trainer.
+
+    SeqIO task rows (encoder inputs, decoder targets "true"/"false" + EOS, optionally packed)
+      -> T5 forward with dropout -> token cross-entropy (+ z-loss) over the target tokens
+      -> metrics: loss, accuracy of the first target token (the target word)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+
+from t5rank.models.config import T5Config
+from t5rank.models.network import T5, init_params, param_axes, term_matching_init
+from t5rank.models.vocab import Vocabulary
+from t5rank.training.trainable import DatasetFn, Trainable
+
+Batch = Mapping[str, Any]
+MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens",
+                "encoder_segment_ids", "decoder_segment_ids", "encoder_positions",
+                "decoder_positions")
+
+
+def cross_entropy(logits: jax.Array, targets: jax.Array,
+                  z_loss: float = 0.0) -> jax.Array:
+  """Per-token loss (B, T): -log softmax(logits)[target] + z_loss * log(Z)^2, in float32."""
+  logits = logits.astype(jnp.float32)  # (B, T, V)
+  log_z = jax.nn.logsumexp(logits, axis=-1)  # (B, T)
+  target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
+  return log_z - target_logit + z_loss * jnp.square(log_z)
+
+
+def loss_and_metrics(params, batch: Batch, *, config: T5Config, dropout_rng: Optional[jax.Array],
+                     z_loss: float = 0.0) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """Mean token loss over `decoder_loss_weights`, and the accuracy of the first target token (the
+  target word) of every example. Packed rows (segment ids and positions given) give the same values
+  as the same examples unpacked. Dropout is on when `dropout_rng` is given."""
+  inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
+  logits = T5(config).apply({"params": params}, **inputs, deterministic=dropout_rng is None,
+                            rngs=None if dropout_rng is None else {"dropout": dropout_rng})
+  targets = batch["decoder_target_tokens"]  # (B, T)
+  weights = batch["decoder_loss_weights"].astype(jnp.float32)  # (B, T)
+  loss = jnp.sum(cross_entropy(logits, targets, z_loss) * weights) / jnp.maximum(weights.sum(), 1.0)
+  positions = batch.get("decoder_positions")
+  if positions is None:
+    positions = jnp.broadcast_to(jnp.arange(targets.shape[1]), targets.shape)
+  first = ((positions == 0) & (weights > 0)).astype(jnp.float32)  # (B, T) the target word of each
+  correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+  accuracy = jnp.sum(correct * first) / jnp.maximum(first.sum(), 1.0)
+  return loss, {"loss": loss, "accuracy": accuracy}
+
+
+def batch_counts(batch: Batch) -> tuple[int, int]:
+  """(examples, non-padding tokens) of a numpy batch; a packed row holds several examples."""
+  weights = batch["decoder_loss_weights"] > 0
+  positions = batch.get("decoder_positions")
+  if positions is None:
+    examples = int(weights.any(axis=1).sum())
+  else:
+    examples = int(((positions == 0) & weights).sum())
+  tokens = int((batch["encoder_input_tokens"] > 0).sum() + (batch["decoder_target_tokens"] > 0).sum())
+  return examples, tokens
+
+
+def check_vocabulary(vocab: Vocabulary, config: T5Config, task_name: str) -> None:
+  """Raises ValueError when the task's vocabulary has more ids than the model has embedding rows."""
+  if vocab.vocab_size > config.vocab_size:
+    raise ValueError(
+        f"task {task_name} tokenizes with {vocab.path}: {vocab.base_vocab_size} pieces + "
+        f"{vocab.extra_ids} extra ids = {vocab.vocab_size} ids, more than the model's vocab_size "
+        f"{config.vocab_size}; set it to at least {vocab.vocab_size} (gin: "
+        f"config.get_config.vocab_size = {vocab.vocab_size})")
+
+
+class Seq2Seq(Trainable):
+  """monoT5's training: a T5 `config` on a SeqIO task whose targets are the relevance word."""
+
+  def __init__(self, config: T5Config, z_loss: float = 0.0):
+    self.config = config
+    self.z_loss = z_loss
+    self.task_name: Optional[str] = None
+
+  def check(self, task_name: str, init, optimization, loop) -> None:
+    from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
+
+    self.task_name = task_name
+    self.z_loss = optimization.z_loss
+    vocab = task_vocabulary(task_name)
+    if vocab is not None:
+      check_vocabulary(vocab, self.config, task_name)
+      if hasattr(loop.eval_fn, "check_task"):
+        loop.eval_fn.check_task(task_name, vocab, task_target_words(task_name),
+                                task_bm25_in_input(task_name))
+    if init.term_matching_heads and init.checkpoint is not None:
+      raise ValueError("term_matching_heads initializes random weights; it cannot be combined "
+                       f"with an init checkpoint {init.checkpoint!r} (set one of them)")
+
+  def init_params(self, rng: jax.Array, init) -> Any:
+    if init.checkpoint is not None:
+      from t5rank.checkpoints import load_checkpoint
+      return load_checkpoint(init.checkpoint, config=self.config)[1]
+    params = init_params(self.config, rng)
+    if init.term_matching_heads:
+      params = term_matching_init(params, self.config, jax.random.fold_in(rng, 1),
+                                  num_heads=init.term_matching_heads,
+                                  scale=init.term_matching_scale)
+    return params
+
+  def param_axes(self) -> Any:
+    return param_axes(self.config)
+
+  def loss_and_metrics(self, params, batch, dropout_rng):
+    return loss_and_metrics(params, batch, config=self.config, dropout_rng=dropout_rng,
+                            z_loss=self.z_loss)
+
+  def batch_counts(self, batch) -> tuple[int, int]:
+    return batch_counts(batch)
+
+  def dataset_fn(self) -> DatasetFn:
+    import t5rank.tasks  # noqa: F401  (registers the tasks)
+    from t5rank.data.training_data import training_dataset
+    return training_dataset
+
+  def export(self, directory: str, params, metadata: dict) -> None:
+    """A t5rank checkpoint with the task's target words, BM25-input flag and vocabulary file
+    (copied in before config.json marks the checkpoint complete; metadata.json names it as
+    `vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`), so that `t5rank score`
+    tokenizes and scores as the training did."""
+    import os
+    import shutil
+
+    from t5rank.checkpoints import save_checkpoint
+    from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
+
+    vocab = task_vocabulary(self.task_name) if self.task_name else None
+    targets = task_target_words(self.task_name) if self.task_name else None
+    if targets is not None:
+      metadata = dict(metadata, target_words=targets)  # `t5rank score` uses the same words
+    if self.task_name and task_bm25_in_input(self.task_name):
+      metadata["bm25_in_input"] = True  # ... and writes the candidates' BM25 scores into inputs
+    if vocab is not None:
+      name = os.path.basename(vocab.path)
+      metadata = dict(metadata, vocabulary=name, vocabulary_extra_ids=vocab.extra_ids)
+      if jax.process_index() == 0:
+        os.makedirs(directory, exist_ok=True)
+        shutil.copyfile(vocab.path, os.path.join(directory, name + ".tmp"))
+        os.replace(os.path.join(directory, name + ".tmp"), os.path.join(directory, name))
+    save_checkpoint(directory, params, self.config, metadata)
+
+  def same_config(self, saved_json: str) -> bool:
+    # (a config saved before a field existed, e.g. scale_decoder_outputs, is the same architecture)
+    return T5Config.from_json(saved_json) == self.config
+

@@ -1,0 +1,81 @@
+"""What the trainer needs of a model: one `Trainable` per kind of model, picked by its config.
+
+    t5rank.training.trainer.train(model_config=...)
+      ─► trainable_for(model_config): a T5Config ─► `seq2seq.Seq2Seq` (monoT5: token cross-entropy
+         on the target word), a TKConfig ─► `pairwise.PairwiseTK` (TK: hinge loss on triples)
+      ─► the trainer's one loop: init or restore, `loss_and_metrics` in a pure jitted step,
+         checkpoints, metrics, evaluation, and `export` of the final model
+
+A new model is a new `Trainable` (and a `Reranker` to score it): the loop, the checkpoints, resume,
+the NaN guard, the metrics and the evaluation hooks are shared.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable, Iterator, Mapping, Optional
+
+import jax
+import numpy as np
+
+DatasetFn = Callable[..., Iterator[dict[str, np.ndarray]]]
+
+
+class Trainable(abc.ABC):
+  """A model the trainer can train: its config (architecture, JSON round-trip), parameters,
+  logical axes, loss, data and export. Subclasses hold `config`."""
+
+  config: Any
+
+  @abc.abstractmethod
+  def check(self, task_name: str, init, optimization, loop) -> None:
+    """Raises ValueError before anything is trained when the task, the init, the optimization or
+    the loop's evaluation does not fit this model."""
+
+  @abc.abstractmethod
+  def init_params(self, rng: jax.Array, init) -> Any:
+    """Fresh parameters (host or device arrays): random from `rng`, or from `init.checkpoint`."""
+
+  @abc.abstractmethod
+  def param_axes(self) -> Any:
+    """Logical axes of every parameter (`t5rank.partitioning` places them by the rules)."""
+
+  @abc.abstractmethod
+  def loss_and_metrics(self, params, batch: Mapping[str, Any], dropout_rng: Optional[jax.Array]
+                       ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(loss, metrics) of one batch; metrics hold at least `loss` and `accuracy`. Pure."""
+
+  @abc.abstractmethod
+  def batch_counts(self, batch: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """(examples, non-padding tokens) of a host batch, for examples/s and tokens/s."""
+
+  @abc.abstractmethod
+  def dataset_fn(self) -> DatasetFn:
+    """The default `dataset_fn` of `train` for this model (see `train`'s docstring)."""
+
+  @abc.abstractmethod
+  def export(self, directory: str, params, metadata: dict) -> None:
+    """Writes the trained `params` as a checkpoint `t5rank score` reads, with `metadata` and
+    whatever the model needs to score (its vocabulary files)."""
+
+  def same_config(self, saved_json: str) -> bool:
+    """Whether a checkpoint's saved config JSON is this model's architecture (resume check)."""
+    return type(self.config).from_json(saved_json) == self.config
+
+
+def trainable_for(config, dropout_rate: float) -> Trainable:
+  """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
+  `dropout_rate`), `PairwiseTK` for a `TKConfig` (which has no dropout)."""
+  from t5rank.models.config import T5Config
+  from t5rank.models.tk import TKConfig
+
+  if isinstance(config, T5Config):
+    from t5rank.training.seq2seq import Seq2Seq
+    return Seq2Seq(config.replace(dropout_rate=dropout_rate))
+  if isinstance(config, TKConfig):
+    from t5rank.training.pairwise import PairwiseTK
+    if dropout_rate:
+      raise ValueError(f"TK trains without dropout (the paper's setting; TKConfig has none), but "
+                       f"the run sets dropout_rate {dropout_rate}; set DROPOUT_RATE = 0.0")
+    return PairwiseTK(config)
+  raise TypeError(f"the trainer knows T5Config and TKConfig models, got {type(config).__name__}")

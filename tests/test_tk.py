@@ -1,0 +1,169 @@
+"""TK (Hofstätter et al. 2019): the kernels and pooling equal the paper's equations on numbers small
+enough to work out by hand; the reranker's deduplicated, two-stage scoring equals the network on
+each pair; the edge cases (empty texts, unknown words, a TK checkpoint given monoT5 options)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from t5rank.models import tk
+from t5rank.models.words import UNK_ID, WordVocabulary, words
+
+TEXTS = ["the car insurance covers the car", "life insurance pays a death benefit",
+         "an annuity pays income", "the deductible of car insurance", "what does life insurance pay",
+         "does car insurance cover rental cars"]
+
+
+def small_config(vocabulary: WordVocabulary, **fields) -> tk.TKConfig:
+  return tk.TKConfig(vocab_size=vocabulary.size, vocabulary_sha256=vocabulary.sha256,
+                     embedding_dim=8, num_heads=2, head_dim=4, ff_dim=8, max_query_length=6,
+                     max_document_length=12, **fields)
+
+
+@pytest.fixture(scope="module")
+def vocabulary():
+  return WordVocabulary.build(TEXTS, min_count=1)
+
+
+def test_words_and_vocabulary(tmp_path):
+  assert words("Is AD&D covered? Yes_2 it's") == ["is", "ad", "d", "covered", "yes_2", "it", "s"]
+  vocabulary = WordVocabulary.build(["b a a", "c a b"], min_count=2)
+  assert vocabulary.terms == ["a", "b"] and vocabulary.counts == [3, 2]  # c occurs once
+  ids, oov, n = vocabulary.encode("A b c d", max_length=3)
+  assert ids.tolist() == [2, 3, UNK_ID] and (oov, n) == (1, 3)
+  vocabulary.save(str(tmp_path / "words.tsv"))
+  assert WordVocabulary.load(str(tmp_path)).sha256 == vocabulary.sha256
+  (tmp_path / "bad.tsv").write_text("a\t3\nb\n")
+  with pytest.raises(ValueError, match="bad.tsv:2"):
+    WordVocabulary.load(str(tmp_path / "bad.tsv"))
+
+
+def test_kernel_pooling_by_hand():
+  # One query term, two document terms with cosines 1 and 0; kernels at 1 and 0 with
+  # 2 sigma^2 = 1, so K = exp(-(M - mu)^2): each kernel sums to 1 + e^-1 over the document.
+  sigma = 1 / math.sqrt(2)
+  match = jnp.array([[[1.0, 0.0]]])
+  s_log, s_len, per_term = tk.kernel_pooling(match, jnp.array([[True]]), jnp.array([[True, True]]),
+                                             (1.0, 0.0), sigma)
+  k = 1 + math.exp(-1)
+  np.testing.assert_allclose(per_term[0, 0], [k, k], rtol=1e-6)  # (6)
+  np.testing.assert_allclose(s_log[0], [math.log2(k)] * 2, rtol=1e-6)  # (7) log base 2
+  np.testing.assert_allclose(s_len[0], [k / 2] * 2, rtol=1e-6)  # (8) divided by d_len = 2
+  # The second document term is padding: only cosine 1 counts, d_len = 1.
+  s_log, s_len, _ = tk.kernel_pooling(match, jnp.array([[True]]), jnp.array([[True, False]]),
+                                      (1.0, 0.0), sigma)
+  np.testing.assert_allclose(s_log[0], [0.0, math.log2(math.exp(-1))], atol=1e-6)
+  np.testing.assert_allclose(s_len[0], [1.0, math.exp(-1)], rtol=1e-6)
+  # A padded query term adds nothing; an empty document gives log2(1e-10) per real query term.
+  match = jnp.zeros((1, 2, 2))
+  s_log, s_len, _ = tk.kernel_pooling(match, jnp.array([[True, False]]),
+                                      jnp.array([[False, False]]), (1.0,), 0.1)
+  np.testing.assert_allclose(s_log[0], [math.log2(1e-10)], rtol=1e-6)
+  assert float(s_len[0, 0]) == 0.0
+
+
+def test_cosine_matrix_and_final_score_by_hand(vocabulary):
+  m = tk.cosine_matrix(jnp.array([[[3.0, 4.0], [0.0, 0.0]]]), jnp.array([[[4.0, 3.0], [0.0, 2.0]]]))
+  np.testing.assert_allclose(m[0], [[24 / 25, 4 / 5], [0.0, 0.0]], rtol=1e-6)  # (4), zero row: 0
+  config = small_config(vocabulary)
+  params = tk.init_tk_params(config, jax.random.PRNGKey(0))
+  network = tk.TKNetwork(config)
+  q = jnp.array([[2, 3, 4, 0, 0, 0]])
+  d = jnp.array([[5, 2, 6, 3, 0, 0, 0, 0, 0, 0, 0, 0]])
+  score, parts = network.apply({"params": params}, network.apply({"params": params}, q,
+                                                                 method=tk.TKNetwork.encode),
+                               q > UNK_ID, network.apply({"params": params}, d,
+                                                         method=tk.TKNetwork.encode),
+                               d > UNK_ID, method=tk.TKNetwork.score)
+  expected = (params["combine"][0] * parts["s_log_k"] @ params["log_weights"]
+              + params["combine"][1] * parts["s_len_k"] @ params["length_weights"])  # (9), (10)
+  np.testing.assert_allclose(score, expected, rtol=1e-6)
+
+
+def test_hybrid_contextualization_mixes_by_alpha(vocabulary):
+  config = small_config(vocabulary)
+  params = tk.init_tk_params(config, jax.random.PRNGKey(1))
+  ids = jnp.array([[2, 3, UNK_ID, 4, 0, 0]])
+  encode = lambda p: tk.TKNetwork(config).apply({"params": p}, ids, method=tk.TKNetwork.encode)
+  only_words = encode(dict(params, alpha=jnp.array(1.0)))  # alpha = 1: the embeddings themselves
+  np.testing.assert_allclose(only_words[0, 0], params["embedding"]["embedding"][2], rtol=1e-6)
+  half = encode(params)  # alpha starts at .5
+  assert float(params["alpha"]) == 0.5
+  context = encode(dict(params, alpha=jnp.array(0.0)))
+  np.testing.assert_allclose(half, 0.5 * only_words + 0.5 * context, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(half[0, 2], 0.0)  # the unknown word is masked out
+  np.testing.assert_array_equal(half[0, 4:], 0.0)  # padding too
+
+
+def direct_scores(config, params, vocabulary, queries, passages):
+  """Each pair through the network on its own: the reference for the reranker's batching."""
+  network = tk.TKNetwork(config)
+  out = []
+  members = params if config.ensemble > 1 else jax.tree.map(lambda x: x[None], params)
+  for q, d in zip(queries, passages):
+    qi = np.zeros((1, config.max_query_length), np.int32)
+    di = np.zeros((1, config.max_document_length), np.int32)
+    ids = vocabulary.encode(q, config.max_query_length)[0]
+    qi[0, :len(ids)] = ids
+    ids = vocabulary.encode(d, config.max_document_length)[0]
+    di[0, :len(ids)] = ids
+    member_scores = [float(network.apply({"params": jax.tree.map(lambda x: x[i], members)},
+                                         jnp.asarray(qi), jnp.asarray(di))[0])
+                     for i in range(config.ensemble)]
+    out.append(np.mean(member_scores))
+  return np.array(out)
+
+
+@pytest.mark.parametrize("fields", [{}, {"windows": (3, 5), "window_top": 2}])
+def test_reranker_scores_equal_the_network_pair_by_pair(vocabulary, fields):
+  from t5rank.ranking.scorer import score_pairs
+
+  config = small_config(vocabulary, **fields)
+  params = tk.init_tk_params(config, jax.random.PRNGKey(2))
+  queries = [TEXTS[4], TEXTS[5], TEXTS[4], "", TEXTS[5], "zzz unknown"]
+  passages = [TEXTS[0], TEXTS[0], TEXTS[1], TEXTS[2], "", TEXTS[3]]  # TEXTS[0] read by two queries
+  reranker = tk.TK(config, vocabulary)
+  scores, _ = score_pairs(reranker, params, queries, passages, batch_tokens=24)
+  assert np.isfinite(scores).all()  # the empty query and document score finitely
+  np.testing.assert_allclose(scores, direct_scores(config, params, vocabulary, queries, passages),
+                             rtol=1e-5, atol=1e-5)
+  examples = reranker.encode(queries, passages)
+  batches = reranker.batches(examples, batch_tokens=24)
+  assert sorted(i for b in batches for i in b.items) == list(range(len(queries)))
+  docs_per_batch = [len({examples[i][1].tobytes() for i in b.items}) for b in batches]
+  assert sum(docs_per_batch) == 5  # five distinct documents, each in one batch only
+
+
+def test_one_window_covering_the_document_is_the_plain_score(vocabulary):
+  plain = small_config(vocabulary)
+  windowed = small_config(vocabulary, windows=(12,), window_top=1)
+  params = tk.init_tk_params(windowed, jax.random.PRNGKey(3))
+  q, d = jnp.array([[2, 3, 4, 0, 0, 0]]), jnp.array([[5, 2, 6, 3, 7] + [0] * 7])
+  a = tk.TKNetwork(plain).apply({"params": {k: v for k, v in params.items()
+                                            if k != "window_weights"}}, q, d)
+  b = tk.TKNetwork(windowed).apply({"params": params}, q, d)
+  np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_ensemble_averages_its_members(vocabulary):
+  from t5rank.ranking.scorer import score_pairs
+
+  one = small_config(vocabulary)
+  members = [tk.init_tk_params(one, jax.random.PRNGKey(s)) for s in (4, 5)]
+  config = one.replace(ensemble=2)
+  stacked = jax.tree.map(lambda *x: jnp.stack(x), *members)
+  queries, passages = [TEXTS[4], TEXTS[5]], [TEXTS[1], TEXTS[3]]
+  scores, _ = score_pairs(tk.TK(config, vocabulary), stacked, queries, passages)
+  each = [score_pairs(tk.TK(one, vocabulary), p, queries, passages)[0] for p in members]
+  np.testing.assert_allclose(scores, (each[0] + each[1]) / 2, rtol=1e-5)
+
+
+def test_reranker_refuses_another_word_list(vocabulary):
+  config = small_config(vocabulary)
+  with pytest.raises(ValueError, match="not the one the model was built for"):
+    tk.TK(config, WordVocabulary.build(["other words entirely"], min_count=1))
