@@ -24,6 +24,7 @@ COMMANDS = {
     "topics": "t5rank.commands.topics",
     "embeddings": "t5rank.commands.embeddings",
     "explain": "t5rank.commands.explain",
+    "ensemble": "t5rank.commands.ensemble",
 }
 
 

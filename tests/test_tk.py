@@ -167,3 +167,73 @@ def test_reranker_refuses_another_word_list(vocabulary):
   config = small_config(vocabulary)
   with pytest.raises(ValueError, match="not the one the model was built for"):
     tk.TK(config, WordVocabulary.build(["other words entirely"], min_count=1))
+
+
+def tiny_run(tmp_path, vocabulary, steps=2):
+  """Trains a tiny TK for `steps` steps through `t5rank.training.trainer.train`; its MODEL_DIR."""
+  from t5rank.data.sources import TripleTable
+  from t5rank.training import pairwise
+  from t5rank.training import trainer
+
+  words_dir = tmp_path / "words"
+  words_dir.mkdir(exist_ok=True)
+  vocabulary.save(str(words_dir / "words.tsv"))
+  config = small_config(vocabulary, words=str(words_dir))
+  table = TripleTable(queries=[TEXTS[4], TEXTS[5]], documents=TEXTS[:4],
+                      positives=np.array([[0, 1], [1, 0]]), positive_pools=np.array([0, 1]),
+                      pool_starts=np.array([0, 2, 4]), pool_docs=np.array([2, 3, 1, 2]))
+
+  def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
+              num_shards):
+    return pairwise.tk_batches(table, vocabulary, batch_size=batch_size,
+                               query_length=feature_lengths["query"],
+                               document_length=feature_lengths["document"], seed=seed,
+                               start_step=start_step, shard_index=shard_index,
+                               num_shards=num_shards)
+
+  model_dir = str(tmp_path / "run")
+  metrics = trainer.train(
+      model_config=config, task_name="insuranceqa_en", feature_lengths={"query": 6, "document": 12},
+      train_steps=steps, batch_size=4, model_dir=model_dir, mesh_shape=(1, 1),
+      optimization=trainer.Optimization(learning_rate=1e-3, optimizer=pairwise.tk_adam,
+                                        dropout_rate=0.0),
+      loop=trainer.Loop(log_every=1, checkpoint_every=steps), dataset_fn=dataset)
+  return model_dir, metrics
+
+
+def test_hinge_loss_by_hand():
+  from t5rank.training.pairwise import hinge_loss
+  # max(0, 1 - 2 + 0) = 0, max(0, 1 - 0.5 + 0) = 0.5, max(0, 1 - 0 + 1) = 2
+  np.testing.assert_allclose(hinge_loss(jnp.array([2.0, 0.5, 0.0]), jnp.array([0.0, 0.0, 1.0])),
+                             2.5 / 3)
+
+
+def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, vocabulary):
+  from t5rank import cli
+  from t5rank.checkpoints import load_checkpoint
+  from t5rank.models.reranker import load_reranker
+  from t5rank.ranking.scorer import score_pairs
+
+  model_dir, metrics = tiny_run(tmp_path, vocabulary)
+  assert np.isfinite(metrics["loss"]) and 0 <= metrics["accuracy"] <= 1
+  reranker, params = load_reranker(f"{model_dir}/final")
+  assert isinstance(reranker, tk.TK) and reranker.vocabulary.sha256 == vocabulary.sha256
+  scores, _ = score_pairs(reranker, params, [TEXTS[4]], [TEXTS[1]])
+  assert np.isfinite(scores).all()
+  with pytest.raises(ValueError, match="options targets are monoT5's"):
+    load_reranker(f"{model_dir}/final", options={"targets": "yes_no"})
+  with pytest.raises(ValueError, match="is a TK checkpoint, not a T5 one"):
+    load_checkpoint(f"{model_dir}/final")
+  out = tmp_path / "why.html"
+  assert cli.main(["explain", "--checkpoint", f"{model_dir}/final", "--query", TEXTS[4],
+                   "--document", TEXTS[1], "--document", "zzz " + TEXTS[2],
+                   "--output", str(out)]) == 0
+  page = out.read_text()
+  assert page.count('class="doc"') == 2 and '<span class="o">zzz</span>' in page
+  assert (tmp_path / "why.png").stat().st_size > 10_000
+  assert cli.main(["ensemble", f"{model_dir}/final", f"{model_dir}/final",
+                   "--output", str(tmp_path / "ens")]) == 0
+  ensemble, stacked = load_reranker(str(tmp_path / "ens"))
+  assert ensemble.config.ensemble == 2
+  np.testing.assert_allclose(score_pairs(ensemble, stacked, [TEXTS[4]], [TEXTS[1]])[0], scores,
+                             rtol=1e-5)

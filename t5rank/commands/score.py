@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     raise SystemExit(f"t5rank score: {e}") from None
   reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
-      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": bm25_in_input})
+      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input})
   try:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,

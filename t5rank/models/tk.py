@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
 LOG_FLOOR = 1e-10  # log₂ of a kernel sum is taken of max(sum, LOG_FLOOR)
+PAIRS_PER_DOCUMENT = 8  # a scoring batch of D documents holds up to 8·D pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,9 +386,11 @@ class TK(Reranker):
             "query_ids": jax.device_put(ids, replicated(mesh))}
 
   def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1) -> list[Batch]:
-    """Batches of distinct documents (about `batch_tokens` padded document words each, length
-    buckets of 32) and all pairs that read them: arrays (document ids (D, n), pair's query index
-    (P,), pair's document row (P,)); D and P padded to few shapes."""
+    """Batches of distinct documents and the pairs that read them: arrays (document ids (D, n),
+    each pair's query index (P,), each pair's document row (P,)). Documents go by length buckets
+    of 32 words; a full batch holds D = batch_tokens // n documents and P = 8·D pairs (a document
+    read by more pairs than fit continues in the next batch), the last of a bucket the smallest
+    power of two that holds it; so a job compiles a few shapes per bucket."""
     _, query_of = self._distinct(examples, 0)
     docs, doc_of = self._distinct(examples, 1)
     pairs_of: list[list[int]] = [[] for _ in docs]
@@ -396,23 +399,38 @@ class TK(Reranker):
     lengths = np.array([len(d) for d in docs], np.int64)
     buckets = np.minimum(-(-np.maximum(lengths, 1) // 32) * 32, self.config.max_document_length)
     batches = []
-    for length in np.unique(buckets):
-      members = np.flatnonzero(buckets == length)
-      rows = max(row_multiple, batch_tokens // int(length) // row_multiple * row_multiple)
-      for first in range(0, len(members), rows):
-        chunk = members[first:first + rows]
-        doc_ids = np.zeros((_pad_rows(len(chunk), row_multiple), int(length)), np.int32)
-        items, pair_doc = [], []
+    for length in (int(b) for b in np.unique(buckets)):
+      max_docs = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
+      max_pairs = PAIRS_PER_DOCUMENT * max_docs
+      chunk: list[int] = []  # document rows of the batch being filled
+      items: list[int] = []
+      pair_doc: list[int] = []
+
+      def emit() -> None:
+        full = len(chunk) == max_docs or len(items) == max_pairs
+        doc_ids = np.zeros((max_docs if full else _pad_rows(len(chunk), row_multiple), length),
+                           np.int32)
         for row, d in enumerate(chunk):
           doc_ids[row, :lengths[d]] = docs[d]
-          items.extend(pairs_of[d])
-          pair_doc.extend([row] * len(pairs_of[d]))
-        size = _pad_rows(len(items), row_multiple)
-        pair_query = np.zeros(size, np.int32)
+        size = max_pairs if full else _pad_rows(len(items), row_multiple)
+        pair_query, padded_doc = np.zeros(size, np.int32), np.zeros(size, np.int32)
         pair_query[:len(items)] = query_of[items]
-        padded_doc = np.zeros(size, np.int32)
         padded_doc[:len(items)] = pair_doc
         batches.append(Batch(np.asarray(items, np.int64), (doc_ids, pair_query, padded_doc)))
+        chunk.clear(), items.clear(), pair_doc.clear()
+
+      for d in np.flatnonzero(buckets == length):
+        pending = pairs_of[d]
+        while pending:
+          if len(chunk) == max_docs or len(items) == max_pairs:
+            emit()
+          take = pending[:max_pairs - len(items)]
+          pending = pending[len(take):]
+          chunk.append(d)
+          items.extend(take)
+          pair_doc.extend([len(chunk) - 1] * len(take))
+      if chunk:
+        emit()
     return batches
 
   def score_batch(self, state, arrays):
