@@ -55,7 +55,7 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
     raise SystemExit(f"t5rank explain: query {args.qid!r} is not in both {args.queries} and "
                      f"{args.run}")
   corpus = read_corpus(args.corpus)
-  ranked = sorted(run[args.qid].items(), key=lambda kv: (-kv[1], kv[0]))[:args.top]
+  ranked = sorted(run[args.qid], key=lambda kv: (-kv[1], kv[0]))[:args.top]  # [(docid, score)]
   missing = [docid for docid, _ in ranked if docid not in corpus]
   if missing:
     raise SystemExit(f"t5rank explain: {args.corpus} has no document {missing[0]!r} of the run")
