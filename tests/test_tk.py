@@ -237,3 +237,18 @@ def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, 
   assert ensemble.config.ensemble == 2
   np.testing.assert_allclose(score_pairs(ensemble, stacked, [TEXTS[4]], [TEXTS[1]])[0], scores,
                              rtol=1e-5)
+
+
+def test_long_and_short_queries_score_as_the_network(vocabulary):
+  from t5rank.ranking.scorer import score_pairs
+
+  config = small_config(vocabulary).replace(max_query_length=30)
+  params = tk.init_tk_params(config, jax.random.PRNGKey(6))
+  long_query = " ".join(TEXTS)  # 30 words after the cap, past the 16-word bucket
+  queries, passages = [long_query, TEXTS[4], long_query], [TEXTS[0], TEXTS[0], TEXTS[2]]
+  reranker = tk.TK(config, vocabulary)
+  batches = reranker.batches(reranker.encode(queries, passages), batch_tokens=24)
+  assert {b.arrays[3].shape[1] for b in batches} == {16, 30}  # TEXTS[0] is in one batch of each
+  scores, _ = score_pairs(reranker, params, queries, passages, batch_tokens=24)
+  np.testing.assert_allclose(scores, direct_scores(config, params, vocabulary, queries, passages),
+                             rtol=1e-5, atol=1e-5)

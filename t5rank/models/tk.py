@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
 LOG_FLOOR = 1e-10  # log₂ of a kernel sum is taken of max(sum, LOG_FLOOR)
 PAIRS_PER_DOCUMENT = 8  # a scoring batch of D documents holds up to 8·D pairs
+SHORT_QUERY = 16  # scoring matches queries of at most 16 words at that length, longer ones at 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,12 +296,11 @@ def _encode_queries(params, ids, *, config):
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _score_documents(state, doc_ids, pair_query, pair_doc, *, config):
+def _score_documents(state, doc_ids, pair_query, pair_doc, query_mask, *, config):
   """Contextualizes the batch's documents once, then scores each (query, document) pair against
-  the shard's contextualized queries."""
+  the shard's contextualized queries, cut to the batch's query length m = query_mask.shape[1]."""
   docs = encode_step(state["params"], doc_ids, config=config)  # (members, D, n, E)
-  query = state["queries"][:, pair_query]  # (members, P, m, E)
-  query_mask = state["query_ids"][pair_query] > UNK_ID  # (P, m)
+  query = state["queries"][:, pair_query, :query_mask.shape[1]]  # (members, P, m, E)
   score = match_step(state["params"], query, query_mask, docs[:, pair_doc],
                      doc_ids[pair_doc] > UNK_ID, config=config)
   return score, jax.nn.sigmoid(score)
@@ -369,37 +369,54 @@ class TK(Reranker):
       of[i] = index[key]
     return distinct, of
 
+  def _query_bucket(self, length: int) -> int:
+    """The padded length of a query of `length` words: SHORT_QUERY, or the configured maximum."""
+    short = min(SHORT_QUERY, self.config.max_query_length)
+    return short if length <= short else self.config.max_query_length
+
   def shard_state(self, params, examples, *, mesh):
-    """{"params", "queries" (members, Q, m, E), "query_ids" (Q, m)}: the shard's distinct queries,
-    contextualized once, in `_distinct` order; Q padded to few shapes."""
+    """{"params", "queries" (members, Q, m, E)}: the shard's distinct queries, contextualized
+    once, in `_distinct` order (short ones at SHORT_QUERY words, the rest at the maximum, zeros
+    past), Q padded to few shapes."""
     from t5rank.partitioning import replicated
 
     distinct, _ = self._distinct(examples, 0)
-    length = self.config.max_query_length
-    ids = np.zeros((_pad_rows(len(distinct), 8), length), np.int32)
-    for row, sequence in enumerate(distinct):
-      ids[row, :len(sequence)] = sequence
-    chunk = 1024
-    reps = [_encode_queries(params, jax.device_put(ids[i:i + chunk], replicated(mesh)),
-                            config=self.config) for i in range(0, len(ids), chunk)]
-    return {"params": params, "queries": jnp.concatenate(reps, axis=1),
-            "query_ids": jax.device_put(ids, replicated(mesh))}
+    c = self.config
+    rows = _pad_rows(len(distinct), 8)
+    reps = jnp.zeros((c.ensemble, rows, c.max_query_length, c.embedding_dim), jnp.float32)
+    lengths = np.array([self._query_bucket(len(q)) for q in distinct] +
+                       [self._query_bucket(0)] * (rows - len(distinct)))
+    for length in np.unique(lengths):
+      members = np.flatnonzero(lengths == length)
+      ids = np.zeros((_pad_rows(len(members), 8), int(length)), np.int32)
+      for row, q in enumerate(members):
+        if q < len(distinct):
+          ids[row, :len(distinct[q])] = distinct[q]
+      for first in range(0, len(members), 1024):
+        chunk = members[first:first + 1024]
+        encoded = _encode_queries(params, jax.device_put(ids[first:first + 1024],
+                                                         replicated(mesh)), config=c)
+        reps = reps.at[:, chunk, :int(length)].set(encoded[:, :len(chunk)])
+    return {"params": params, "queries": jax.device_put(reps, replicated(mesh))}
 
   def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1) -> list[Batch]:
     """Batches of distinct documents and the pairs that read them: arrays (document ids (D, n),
-    each pair's query index (P,), each pair's document row (P,)). Documents go by length buckets
-    of 32 words; a full batch holds D = batch_tokens // n documents and P = 8·D pairs (a document
-    read by more pairs than fit continues in the next batch), the last of a bucket the smallest
-    power of two that holds it; so a job compiles a few shapes per bucket."""
-    _, query_of = self._distinct(examples, 0)
+    each pair's query index (P,), each pair's document row (P,), each pair's query mask (P, m)).
+    Documents go by length buckets of 32 words and pairs by query length (at most SHORT_QUERY
+    words, or longer: a document read by both kinds is in one batch of each); a full batch holds
+    D = batch_tokens // n documents and P = 8·D pairs (a document read by more pairs than fit
+    continues in the next batch), the last of a bucket the smallest power of two that holds it;
+    so a job compiles a few shapes per bucket."""
+    queries, query_of = self._distinct(examples, 0)
     docs, doc_of = self._distinct(examples, 1)
-    pairs_of: list[list[int]] = [[] for _ in docs]
-    for i, d in enumerate(doc_of):
-      pairs_of[d].append(i)
+    query_bucket = np.array([self._query_bucket(len(q)) for q in queries])
+    units: dict[tuple[int, int], list[int]] = {}  # (query length, document) -> its pairs
+    for i, (q, d) in enumerate(zip(query_of, doc_of)):
+      units.setdefault((int(query_bucket[q]), int(d)), []).append(i)
     lengths = np.array([len(d) for d in docs], np.int64)
     buckets = np.minimum(-(-np.maximum(lengths, 1) // 32) * 32, self.config.max_document_length)
     batches = []
-    for length in (int(b) for b in np.unique(buckets)):
+    for (query_length, length) in sorted({(m, int(buckets[d])) for m, d in units}):
       max_docs = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
       max_pairs = PAIRS_PER_DOCUMENT * max_docs
       chunk: list[int] = []  # document rows of the batch being filled
@@ -414,13 +431,19 @@ class TK(Reranker):
           doc_ids[row, :lengths[d]] = docs[d]
         size = max_pairs if full else _pad_rows(len(items), row_multiple)
         pair_query, padded_doc = np.zeros(size, np.int32), np.zeros(size, np.int32)
+        query_mask = np.zeros((size, query_length), bool)
         pair_query[:len(items)] = query_of[items]
         padded_doc[:len(items)] = pair_doc
-        batches.append(Batch(np.asarray(items, np.int64), (doc_ids, pair_query, padded_doc)))
+        for row, item in enumerate(items):
+          ids = queries[query_of[item]]
+          query_mask[row, :len(ids)] = ids > UNK_ID
+        batches.append(Batch(np.asarray(items, np.int64),
+                             (doc_ids, pair_query, padded_doc, query_mask)))
         chunk.clear(), items.clear(), pair_doc.clear()
 
-      for d in np.flatnonzero(buckets == length):
-        pending = pairs_of[d]
+      for (m, d), pending in units.items():
+        if m != query_length or buckets[d] != length:
+          continue
         while pending:
           if len(chunk) == max_docs or len(items) == max_pairs:
             emit()
@@ -434,8 +457,7 @@ class TK(Reranker):
     return batches
 
   def score_batch(self, state, arrays):
-    doc_ids, pair_query, pair_doc = arrays
-    return _score_documents(state, doc_ids, pair_query, pair_doc, config=self.config)
+    return _score_documents(state, *arrays, config=self.config)
 
   def param_axes(self):
     def shapes(rng):

@@ -185,12 +185,15 @@ def make_embeddings(directory: str, texts: Sequence[str], *, min_count: int = 5,
   return directory
 
 
-def insuranceqa_embeddings(directory: str = os.path.join("runs", "words_insuranceqa_en"), *,
-                           language: str = "en", min_count: int = 5, dim: int = 300,
-                           epochs: int = 5, seed: int = 0) -> str:
-  """`directory`, holding InsuranceQA's word embeddings (`insuranceqa_texts`), built first when it
-  does not hold them with these settings (about 1.5 minutes on a 2-core CPU). The TK gins' default
-  WORD_EMBEDDINGS, so that they run on a fresh clone."""
+def insuranceqa_embeddings(directory: Optional[str] = None, *, language: str = "en",
+                           min_count: int = 5, dim: int = 300, epochs: int = 5,
+                           seed: int = 0) -> str:
+  """`directory` (default runs/words_insuranceqa_{language}_{dim}d), holding InsuranceQA's word
+  embeddings (`insuranceqa_texts`), built first when it does not hold them with these settings
+  (about 1.5 minutes on a 2-core CPU). The TK gins' default WORD_EMBEDDINGS, so that they run on
+  a fresh clone."""
+  if directory is None:
+    directory = os.path.join("runs", f"words_insuranceqa_{language}_{dim}d")
   settings_path = os.path.join(directory, SETTINGS_FILE)
   wanted = {"source": f"insuranceqa train ({language}): answers + training questions",
             "min_count": min_count, "epochs": epochs, "seed": seed, "dim": dim}
