@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
 LOG_FLOOR = 1e-10  # log₂ of a kernel sum is taken of max(sum, LOG_FLOOR)
-PAIRS_PER_DOCUMENT = 8  # a scoring batch of D documents holds up to 8·D pairs
+SLOTS, ROWS_PER_DOCUMENT = 8, 2  # a scoring batch of D documents: 2·D rows of 8 pairs each
 SHORT_QUERY = 16  # scoring matches queries of at most 16 words at that length, longer ones at 30
 
 
@@ -131,9 +131,10 @@ def kernel_pooling(match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array,
   real query and document terms (masks (B, m), (B, n))."""
   q = query_mask.astype(jnp.float32)[..., None]  # (B, m, 1)
   d = doc_mask.astype(jnp.float32)  # (B, n)
-  mu = jnp.asarray(mus, jnp.float32)  # (K,)
-  kernels = jnp.exp(-jnp.square(match[..., None] - mu) / (2.0 * sigma ** 2))  # (B, m, n, K)  (5)
-  per_term = jnp.sum(kernels * d[:, None, :, None], axis=2)  # (B, m, K)  (6) Kᵢᵏ = Σⱼ Kᵢⱼᵏ
+  # (5) Kᵢⱼᵏ = exp(−(Mᵢⱼ − μₖ)² / 2σ²) and (6) Kᵢᵏ = Σⱼ Kᵢⱼᵏ, one kernel at a time so that XLA
+  # fuses each into its sum instead of writing the (B, m, n, K) tensor to memory
+  per_term = jnp.stack([jnp.sum(jnp.exp(-jnp.square(match - mu) / (2.0 * sigma ** 2))
+                                * d[:, None, :], axis=2) for mu in mus], axis=-1)  # (B, m, K)
   s_log = jnp.sum(jnp.log2(jnp.maximum(per_term, LOG_FLOOR)) * q, axis=1)  # (B, K)  (7)
   d_len = jnp.maximum(jnp.sum(d, axis=-1), 1.0)[:, None]  # (B, 1)
   s_len = jnp.sum(per_term * q, axis=1) / d_len  # (B, K)  (8)
@@ -143,9 +144,12 @@ def kernel_pooling(match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array,
 def cosine_matrix(query: jax.Array, doc: jax.Array) -> jax.Array:
   """(B, m, n) cosines of every query and document vector, (4); a zero vector (padding) has cosine
   0 with everything, and a zero gradient (the norm is floored at 1e-13 before dividing)."""
-  def unit(x):
-    return x / jnp.sqrt(jnp.maximum(jnp.sum(jnp.square(x), axis=-1, keepdims=True), 1e-26))
-  return jnp.einsum("bme,bne->bmn", unit(query), unit(doc))
+  return jnp.einsum("bme,bne->bmn", unit_vectors(query), unit_vectors(doc))
+
+
+def unit_vectors(x: jax.Array) -> jax.Array:
+  """`x` / |x| along the last axis, 0 for a zero vector (norm floored at 1e-13)."""
+  return x / jnp.sqrt(jnp.maximum(jnp.sum(jnp.square(x), axis=-1, keepdims=True), 1e-26))
 
 
 def _uniform(scale: float):
@@ -200,8 +204,12 @@ class TKNetwork(nn.Module):
             doc_mask: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     """(s (B,), parts) of contextualized queries (B, m, E) and documents (B, n, E); parts hold M,
     Kᵢᵏ, s_logᵏ, s_lenᵏ, s_log, s_len (whole-document pooling) for explanations."""
+    return self.pool(cosine_matrix(query, doc), query_mask, doc_mask)  # (4)
+
+  def pool(self, match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array
+           ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(s (B,), parts) of match matrices (B, m, n): (5)-(10), or the windowed score."""
     c = self.config
-    match = cosine_matrix(query, doc)  # (B, m, n)  (4)
     s_log_k, s_len_k, per_term = kernel_pooling(match, query_mask, doc_mask, c.kernel_mus,
                                                 c.kernel_sigma)
     s_log, s_len = s_log_k @ self.log_weights, s_len_k @ self.length_weights  # (B,)  (9)
@@ -279,30 +287,31 @@ def encode_step(params, ids: jax.Array, *, config: TKConfig) -> jax.Array:
       _stack_members(params, config))
 
 
-def match_step(params, query: jax.Array, query_mask: jax.Array, doc: jax.Array,
-               doc_mask: jax.Array, *, config: TKConfig) -> jax.Array:
-  """(B,) score of contextualized pairs, (members, B, m, E) and (members, B, n, E): the members'
-  mean (TUW19-p3; one member: its score)."""
-  network = TKNetwork(config)
-  scores = jax.vmap(lambda p, q, d: network.apply({"params": p}, q, query_mask, d, doc_mask,
-                                                  method=TKNetwork.score)[0])(
-      _stack_members(params, config), query, doc)
-  return jnp.mean(scores, axis=0)
-
-
 @functools.partial(jax.jit, static_argnames="config")
 def _encode_queries(params, ids, *, config):
   return encode_step(params, ids, config=config)
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _score_documents(state, doc_ids, pair_query, pair_doc, query_mask, *, config):
-  """Contextualizes the batch's documents once, then scores each (query, document) pair against
-  the shard's contextualized queries, cut to the batch's query length m = query_mask.shape[1]."""
+def _score_documents(state, doc_ids, row_doc, slot_query, query_mask, item_slot, *, config):
+  """Scores a batch laid out in slots: documents (D, n) contextualized once; row r holds up to S
+  pairs of document row_doc[r], slot (r, s) reading the shard's query slot_query[r, s] (cut to the
+  batch's query length m = query_mask.shape[2]); item i's score is slot item_slot[i]'s. The
+  document vectors are matched against their slots' queries without copying them per pair."""
+  network = TKNetwork(config)
+  rows, slots, m = query_mask.shape
   docs = encode_step(state["params"], doc_ids, config=config)  # (members, D, n, E)
-  query = state["queries"][:, pair_query, :query_mask.shape[1]]  # (members, P, m, E)
-  score = match_step(state["params"], query, query_mask, docs[:, pair_doc],
-                     doc_ids[pair_doc] > UNK_ID, config=config)
+  queries = state["queries"][:, slot_query, :m]  # (members, R, S, m, E)
+  doc_mask = jnp.repeat((doc_ids > UNK_ID)[row_doc], slots, axis=0)  # (R·S, n)
+
+  def member(params, query, doc):
+    match = jnp.einsum("rsme,rne->rsmn", unit_vectors(query), unit_vectors(doc[row_doc]))  # (4)
+    return network.apply({"params": params}, match.reshape(rows * slots, m, -1),
+                         query_mask.reshape(rows * slots, m), doc_mask,
+                         method=TKNetwork.pool)[0]  # (R·S,)
+
+  score = jnp.mean(jax.vmap(member)(_stack_members(state["params"], config), queries, docs),
+                   axis=0)[item_slot]
   return score, jax.nn.sigmoid(score)
 
 
@@ -400,58 +409,62 @@ class TK(Reranker):
     return {"params": params, "queries": jax.device_put(reps, replicated(mesh))}
 
   def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1) -> list[Batch]:
-    """Batches of distinct documents and the pairs that read them: arrays (document ids (D, n),
-    each pair's query index (P,), each pair's document row (P,), each pair's query mask (P, m)).
-    Documents go by length buckets of 32 words and pairs by query length (at most SHORT_QUERY
-    words, or longer: a document read by both kinds is in one batch of each); a full batch holds
-    D = batch_tokens // n documents and P = 8·D pairs (a document read by more pairs than fit
-    continues in the next batch), the last of a bucket the smallest power of two that holds it;
-    so a job compiles a few shapes per bucket."""
+    """Batches of distinct documents and the pairs that read them, in slots: arrays (document ids
+    (D, n), each row's document (R,), each slot's query index (R, S), each slot's query mask
+    (R, S, m), each item's slot (P = R·S,)). A document's pairs fill rows of S = 8 slots. Documents
+    go by length buckets of 32 words and by their queries' length (m = SHORT_QUERY when all are
+    at most that long, else the maximum, 30); every batch of a bucket holds
+    D = batch_tokens // n documents and R = 2·D rows, padded (a document read by more pairs than
+    fit continues in the next batch), so that a job compiles one shape per bucket."""
     queries, query_of = self._distinct(examples, 0)
     docs, doc_of = self._distinct(examples, 1)
     query_bucket = np.array([self._query_bucket(len(q)) for q in queries])
-    units: dict[tuple[int, int], list[int]] = {}  # (query length, document) -> its pairs
-    for i, (q, d) in enumerate(zip(query_of, doc_of)):
-      units.setdefault((int(query_bucket[q]), int(d)), []).append(i)
+    query_masks = np.zeros((len(queries), self.config.max_query_length), bool)  # (Q, 30)
+    for row, ids in enumerate(queries):
+      query_masks[row, :len(ids)] = ids > UNK_ID
+    pairs_of: dict[int, list[int]] = {}
+    for i, d in enumerate(doc_of):
+      pairs_of.setdefault(int(d), []).append(i)
+    units = {(int(query_bucket[query_of[pairs]].max()), d): pairs  # (query length, document)
+             for d, pairs in pairs_of.items()}
     lengths = np.array([len(d) for d in docs], np.int64)
     buckets = np.minimum(-(-np.maximum(lengths, 1) // 32) * 32, self.config.max_document_length)
+    slots = SLOTS
     batches = []
     for (query_length, length) in sorted({(m, int(buckets[d])) for m, d in units}):
       max_docs = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
-      max_pairs = PAIRS_PER_DOCUMENT * max_docs
-      chunk: list[int] = []  # document rows of the batch being filled
-      items: list[int] = []
-      pair_doc: list[int] = []
+      max_rows = ROWS_PER_DOCUMENT * max_docs
+      chunk: list[int] = []  # the batch's documents
+      rows: list[tuple[int, list[int]]] = []  # (document row, its pairs: at most S)
 
-      def emit() -> None:
-        full = len(chunk) == max_docs or len(items) == max_pairs
-        doc_ids = np.zeros((max_docs if full else _pad_rows(len(chunk), row_multiple), length),
-                           np.int32)
+      def emit() -> None:  # every batch of the bucket has the full shape: one compilation
+        doc_ids = np.zeros((max_docs, length), np.int32)
         for row, d in enumerate(chunk):
           doc_ids[row, :lengths[d]] = docs[d]
-        size = max_pairs if full else _pad_rows(len(items), row_multiple)
-        pair_query, padded_doc = np.zeros(size, np.int32), np.zeros(size, np.int32)
-        query_mask = np.zeros((size, query_length), bool)
-        pair_query[:len(items)] = query_of[items]
-        padded_doc[:len(items)] = pair_doc
-        for row, item in enumerate(items):
-          ids = queries[query_of[item]]
-          query_mask[row, :len(ids)] = ids > UNK_ID
+        size = max_rows
+        row_doc, slot_query = np.zeros(size, np.int32), np.zeros((size, slots), np.int32)
+        query_mask = np.zeros((size, slots, query_length), bool)
+        items, item_slot = [], np.zeros(size * slots, np.int32)
+        for r, (doc_row, pairs) in enumerate(rows):
+          row_doc[r] = doc_row
+          slot_query[r, :len(pairs)] = query_of[pairs]
+          query_mask[r, :len(pairs)] = query_masks[query_of[pairs], :query_length]
+          item_slot[len(items):len(items) + len(pairs)] = r * slots + np.arange(len(pairs))
+          items.extend(pairs)
         batches.append(Batch(np.asarray(items, np.int64),
-                             (doc_ids, pair_query, padded_doc, query_mask)))
-        chunk.clear(), items.clear(), pair_doc.clear()
+                             (doc_ids, row_doc, slot_query, query_mask, item_slot)))
+        chunk.clear(), rows.clear()
 
       for (m, d), pending in units.items():
         if m != query_length or buckets[d] != length:
           continue
         while pending:
-          if len(chunk) == max_docs or len(items) == max_pairs:
+          if len(chunk) == max_docs or len(rows) == max_rows:
             emit()
-          take = pending[:max_pairs - len(items)]
-          pending = pending[len(take):]
           chunk.append(d)
-          items.extend(take)
-          pair_doc.extend([len(chunk) - 1] * len(take))
+          while pending and len(rows) < max_rows:
+            rows.append((len(chunk) - 1, pending[:slots]))
+            pending = pending[slots:]
       if chunk:
         emit()
     return batches
