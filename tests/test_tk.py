@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from t5rank.models import tk
+from t5rank.models.tk_reranker import TK
 from t5rank.models.words import UNK_ID, WordVocabulary, words
 
 TEXTS = ["the car insurance covers the car", "life insurance pays a death benefit",
@@ -127,7 +128,7 @@ def test_reranker_scores_equal_the_network_pair_by_pair(vocabulary, fields):
   params = tk.init_tk_params(config, jax.random.PRNGKey(2))
   queries = [TEXTS[4], TEXTS[5], TEXTS[4], "", TEXTS[5], "zzz unknown"]
   passages = [TEXTS[0], TEXTS[0], TEXTS[1], TEXTS[2], "", TEXTS[3]]  # TEXTS[0] read by two queries
-  reranker = tk.TK(config, vocabulary)
+  reranker = TK(config, vocabulary)
   scores, _ = score_pairs(reranker, params, queries, passages, batch_tokens=24)
   assert np.isfinite(scores).all()  # the empty query and document score finitely
   np.testing.assert_allclose(scores, direct_scores(config, params, vocabulary, queries, passages),
@@ -158,15 +159,15 @@ def test_ensemble_averages_its_members(vocabulary):
   config = one.replace(ensemble=2)
   stacked = jax.tree.map(lambda *x: jnp.stack(x), *members)
   queries, passages = [TEXTS[4], TEXTS[5]], [TEXTS[1], TEXTS[3]]
-  scores, _ = score_pairs(tk.TK(config, vocabulary), stacked, queries, passages)
-  each = [score_pairs(tk.TK(one, vocabulary), p, queries, passages)[0] for p in members]
+  scores, _ = score_pairs(TK(config, vocabulary), stacked, queries, passages)
+  each = [score_pairs(TK(one, vocabulary), p, queries, passages)[0] for p in members]
   np.testing.assert_allclose(scores, (each[0] + each[1]) / 2, rtol=1e-5)
 
 
 def test_reranker_refuses_another_word_list(vocabulary):
   config = small_config(vocabulary)
   with pytest.raises(ValueError, match="not the one the model was built for"):
-    tk.TK(config, WordVocabulary.build(["other words entirely"], min_count=1))
+    TK(config, WordVocabulary.build(["other words entirely"], min_count=1))
 
 
 def tiny_run(tmp_path, vocabulary, steps=2):
@@ -217,7 +218,7 @@ def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, 
   model_dir, metrics = tiny_run(tmp_path, vocabulary)
   assert np.isfinite(metrics["loss"]) and 0 <= metrics["accuracy"] <= 1
   reranker, params = load_reranker(f"{model_dir}/final")
-  assert isinstance(reranker, tk.TK) and reranker.vocabulary.sha256 == vocabulary.sha256
+  assert isinstance(reranker, TK) and reranker.vocabulary.sha256 == vocabulary.sha256
   scores, _ = score_pairs(reranker, params, [TEXTS[4]], [TEXTS[1]])
   assert np.isfinite(scores).all()
   with pytest.raises(ValueError, match="options targets are monoT5's"):
@@ -246,7 +247,7 @@ def test_long_and_short_queries_score_as_the_network(vocabulary):
   params = tk.init_tk_params(config, jax.random.PRNGKey(6))
   long_query = " ".join(TEXTS)  # 30 words after the cap, past the 16-word bucket
   queries, passages = [long_query, TEXTS[4], long_query], [TEXTS[0], TEXTS[0], TEXTS[2]]
-  reranker = tk.TK(config, vocabulary)
+  reranker = TK(config, vocabulary)
   batches = reranker.batches(reranker.encode(queries, passages), batch_tokens=24)
   # TEXTS[0] is read by a long query too: its pairs match at 30; TEXTS[2] only by a long one
   assert sorted(b.arrays[3].shape[2] for b in batches) == [30]

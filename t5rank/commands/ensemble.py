@@ -29,7 +29,7 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
   import numpy as np
 
   from t5rank.checkpoints import save_checkpoint
-  from t5rank.models.tk import TK
+  from t5rank.models.tk_reranker import TK
   from t5rank.models.words import WORDS_FILE
 
   if len(checkpoints) < 2:

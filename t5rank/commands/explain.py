@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.commands import refuse_overwriting_inputs
   from t5rank.data.readers import atomic_write
   from t5rank.models.reranker import load_reranker
-  from t5rank.models.tk import TK
+  from t5rank.models.tk_reranker import TK
   from t5rank.models.tk_explain import explain, render_html, render_png
 
   png = args.png or os.path.splitext(args.output)[0] + ".png"

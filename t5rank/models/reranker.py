@@ -102,12 +102,12 @@ def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
   overrides (for monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as
   stored"."""
   from t5rank.checkpoints import native
-  from t5rank.models import monot5, tk
+  from t5rank.models import monot5, tk_reranker
 
   name = "monot5"
   if native.is_native_checkpoint(checkpoint):
     name = native.read_metadata(checkpoint).get("model", "monot5")
-  models = {monot5.MonoT5.name: monot5.MonoT5, tk.TK.name: tk.TK}
+  models = {monot5.MonoT5.name: monot5.MonoT5, tk_reranker.TK.name: tk_reranker.TK}
   if name not in models:
     raise ValueError(f"{checkpoint}: metadata.json names the model {name!r}; this t5rank knows "
                      f"{sorted(models)}")

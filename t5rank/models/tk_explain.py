@@ -54,7 +54,6 @@ def explain(reranker, params, query: str, documents: Sequence[tuple[str, str]]
   import jax.numpy as jnp
 
   from t5rank.models.tk import TKNetwork
-  from t5rank.models.words import words
 
   params, config = _member(params, reranker.config)
   network = TKNetwork(config)
@@ -80,7 +79,6 @@ def explain(reranker, params, query: str, documents: Sequence[tuple[str, str]]
     for j, m in enumerate(re.finditer(r"\w+", source)):
       matched = j < len(d_ids) and d_ids[j] > UNK_ID and kernel.size
       spans.append((m.start(), m.end(), int(best[j]) if matched else -1))
-    assert len(spans) == len(words(text))
     s_log_k, s_len_k = np.asarray(parts["s_log_k"][0]), np.asarray(parts["s_len_k"][0])
     table = np.stack([mus, s_log_k, s_log_k * np.asarray(params["log_weights"]), s_len_k,
                       s_len_k * np.asarray(params["length_weights"])], axis=1)

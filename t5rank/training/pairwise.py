@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from t5rank.models.tk import TK, TKConfig, TKNetwork, init_tk_params, tk_param_axes
+from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
+from t5rank.models.tk_reranker import TK
 from t5rank.models.words import UNK_ID, WordVocabulary
 from t5rank.training.trainable import DatasetFn, Trainable
 
@@ -54,12 +55,9 @@ def tk_adam(learning_rate, *, other_ratio: float = 10.0) -> optax.GradientTransf
   schedule = learning_rate if callable(learning_rate) else optax.constant_schedule(learning_rate)
 
   def labels(params):
-    def label(path, _):
-      top = getattr(path[0], "key", str(path[0]))
-      if path and getattr(path[0], "idx", None) is not None:  # an ensemble's stacked members
-        top = getattr(path[1], "key", "")
-      return "contextual" if top == "embedding" or top.startswith("layer_") else "other"
-    return jax.tree_util.tree_map_with_path(label, params)
+    return {name: jax.tree.map(lambda _, group=("contextual" if name == "embedding"
+                                                 or name.startswith("layer_") else "other"): group,
+                               value) for name, value in params.items()}
 
   return optax.multi_transform(
       {"contextual": optax.adam(schedule), "other": optax.adam(lambda s: other_ratio * schedule(s))},

@@ -84,7 +84,8 @@ class RerankEval:
   def reranker(self, config):
     """The reranker of `config`: TK for a TKConfig, else monoT5 with this evaluation's options."""
     from t5rank.models.monot5 import MonoT5
-    from t5rank.models.tk import TK, TKConfig
+    from t5rank.models.tk import TKConfig
+    from t5rank.models.tk_reranker import TK
 
     if isinstance(config, TKConfig):
       from t5rank.training.pairwise import load_words

@@ -80,13 +80,11 @@ class Seq2Seq(Trainable):
   def __init__(self, config: T5Config, z_loss: float = 0.0):
     self.config = config
     self.z_loss = z_loss
-    self.task_name: Optional[str] = None
 
   def check(self, task_name: str, init, optimization, loop) -> None:
     from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
 
-    self.task_name = task_name
-    self.z_loss = optimization.z_loss
+    del optimization
     vocab = task_vocabulary(task_name)
     if vocab is not None:
       check_vocabulary(vocab, self.config, task_name)
@@ -124,7 +122,7 @@ class Seq2Seq(Trainable):
     return training_dataset
 
   def export(self, directory: str, params, metadata: dict) -> None:
-    """A t5rank checkpoint with the task's target words, BM25-input flag and vocabulary file
+    """A t5rank checkpoint with the task's (`metadata["task_name"]`) target words, BM25-input flag and vocabulary file
     (copied in before config.json marks the checkpoint complete; metadata.json names it as
     `vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`), so that `t5rank score`
     tokenizes and scores as the training did."""
@@ -134,11 +132,11 @@ class Seq2Seq(Trainable):
     from t5rank.checkpoints import save_checkpoint
     from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
 
-    vocab = task_vocabulary(self.task_name) if self.task_name else None
-    targets = task_target_words(self.task_name) if self.task_name else None
+    task_name = metadata["task_name"]
+    vocab, targets = task_vocabulary(task_name), task_target_words(task_name)
     if targets is not None:
       metadata = dict(metadata, target_words=targets)  # `t5rank score` uses the same words
-    if self.task_name and task_bm25_in_input(self.task_name):
+    if task_bm25_in_input(task_name):
       metadata["bm25_in_input"] = True  # ... and writes the candidates' BM25 scores into inputs
     if vocab is not None:
       name = os.path.basename(vocab.path)

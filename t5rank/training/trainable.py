@@ -63,15 +63,17 @@ class Trainable(abc.ABC):
     return type(self.config).from_json(saved_json) == self.config
 
 
-def trainable_for(config, dropout_rate: float) -> Trainable:
+def trainable_for(config, optimization) -> Trainable:
   """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
-  `dropout_rate`), `PairwiseTK` for a `TKConfig` (which has no dropout)."""
+  `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `PairwiseTK` for a `TKConfig`
+  (which has no dropout)."""
+  dropout_rate = optimization.dropout_rate
   from t5rank.models.config import T5Config
   from t5rank.models.tk import TKConfig
 
   if isinstance(config, T5Config):
     from t5rank.training.seq2seq import Seq2Seq
-    return Seq2Seq(config.replace(dropout_rate=dropout_rate))
+    return Seq2Seq(config.replace(dropout_rate=dropout_rate), z_loss=optimization.z_loss)
   if isinstance(config, TKConfig):
     from t5rank.training.pairwise import PairwiseTK
     if dropout_rate:

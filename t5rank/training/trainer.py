@@ -263,7 +263,7 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
   """
   from clu import metric_writers
 
-  model = trainable_for(model_config, optimization.dropout_rate)
+  model = trainable_for(model_config, optimization)
   model.check(task_name, init, optimization, loop)
   config = model.config
   if dataset_fn is None:
