@@ -1,0 +1,59 @@
+"""Where TK's scoring time goes, per pair (BENCHMARKS.md, "TK on InsuranceQA v2"):
+
+    .venv/bin/python benchmarks/tk_costs.py runs/tk/best
+
+kernel pooling and cosines on 1,280 pairs of a 16-word query and a 160-word document (128-d
+vectors), contextualizing 16 documents of 128 words, and one scoring batch (16 documents, 32 rows
+of 8 pairs) with the checkpoint's TK; each timed as the mean of 10 calls after compilation.
+"""
+
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from t5rank.models import tk
+from t5rank.models import tk_reranker
+from t5rank.models.reranker import load_reranker
+
+
+def timed(f, *args) -> float:
+  """Mean seconds of a compiled call."""
+  jax.block_until_ready(f(*args))
+  start = time.perf_counter()
+  for _ in range(10):
+    jax.block_until_ready(f(*args))
+  return (time.perf_counter() - start) / 10
+
+
+def main(checkpoint: str) -> None:
+  key = jax.random.PRNGKey(0)
+  pairs, m, n, e = 1280, 16, 160, 128
+  match = jax.random.uniform(key, (pairs, m, n), minval=-1, maxval=1)
+  masks = jnp.ones((pairs, m), bool), jnp.ones((pairs, n), bool)
+  pool = jax.jit(lambda x: tk.kernel_pooling(x, *masks, tk.KERNEL_MUS, 0.1)[:2])
+  print(f"kernel pooling: {timed(pool, match) / pairs * 1e6:.1f} us per pair")
+  q, d = jax.random.normal(key, (pairs // 8, 8, m, e)), jax.random.normal(key, (pairs // 8, n, e))
+  cosines = jax.jit(lambda q, d: jnp.einsum("rsme,rne->rsmn", tk.unit_vectors(q),
+                                            tk.unit_vectors(d)))
+  print(f"cosines: {timed(cosines, q, d) / pairs * 1e6:.1f} us per pair")
+  reranker, params = load_reranker(checkpoint)
+  config = reranker.config
+  ids = jnp.asarray(np.random.default_rng(0).integers(2, config.vocab_size, (16, 128)), jnp.int32)
+  encode = jax.jit(lambda p, x: tk_reranker.encode_step(p, x, config=config))
+  print(f"contextualizing 16 x 128 words: {timed(encode, params, ids) * 1e3:.1f} ms")
+  state = {"params": params,
+           "queries": jnp.zeros((config.ensemble, 2048, config.max_query_length,
+                                 config.embedding_dim))}
+  rows = 32
+  batch = (ids, jnp.asarray(np.arange(rows) % 16, jnp.int32),
+           jnp.asarray(np.arange(rows * 8).reshape(rows, 8) % 2048, jnp.int32),
+           jnp.ones((rows, 8, 16), bool), jnp.arange(rows * 8, dtype=jnp.int32))
+  score = jax.jit(lambda s, *a: tk_reranker._score_documents(s, *a, config=config))
+  print(f"one batch (16 documents, 256 pairs): {timed(score, state, *batch) * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+  main(sys.argv[1])
