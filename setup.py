@@ -28,6 +28,8 @@ INSTALL_REQUIRES = [
     "pytrec-eval-terrier==0.5.11",  # trec_eval backend of ir-measures (trec_eval semantics)
     "importlib_resources==7.1.0",  # needed by tensorflow-datasets to build datasets (not declared by it)
     "gensim==4.4.0",  # word2vec: TK's word embeddings learned on the collection (`t5rank embeddings`)
+    "faiss-cpu==1.15.1",  # ANN search (exact IndexFlatIP, HNSW) over dense indexes (`t5rank index`)
+    "scikit-learn==1.9.1",  # TF-IDF, the first-stage baseline of the dense retrieval comparison
     "matplotlib==3.10.9",  # the comparison chart of `t5rank demo` (Agg backend, no display)
 ]
 

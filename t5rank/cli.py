@@ -18,6 +18,8 @@ COMMANDS = {
     "train": "t5rank.commands.train",
     "inspect-task": "t5rank.commands.inspect_task",
     "retrieve": "t5rank.commands.retrieve",
+    "index": "t5rank.commands.index",
+    "pairs-to-retrieval": "t5rank.commands.pairs_to_retrieval",
     "evaluate": "t5rank.commands.evaluate",
     "fuse": "t5rank.commands.fuse",
     "score": "t5rank.commands.score",

@@ -34,6 +34,9 @@ def add_parser(subparsers) -> None:
   p.add_argument("--metric", default="MRR", help="what --tune maximizes (default: MRR)")
   p.add_argument("--normalization", choices=NORMALIZATIONS, default="zscore",
                  help="per-query rescaling of each run's scores (default: zscore)")
+  p.add_argument("--union", action="store_true",
+                 help="fuse runs of different candidates (two first stages): a candidate missing "
+                      "from one run takes that run's lowest score of the query")
   p.add_argument("-o", "--output", required=True, help="the fused TREC run to write")
   p.add_argument("--tag", default="fused", help="run tag (default: fused)")
   p.set_defaults(func=run)
@@ -59,11 +62,12 @@ def run(args: argparse.Namespace) -> int:
     if args.tune:
       qrels, tune_first, tune_second = args.tune
       weight, values = tune_weight(read_qrels(qrels), run_file(tune_first), run_file(tune_second),
-                                   metric=args.metric, normalization=args.normalization)
+                                   metric=args.metric, normalization=args.normalization,
+                                   union=args.union)
       print("tuned on held-out queries: "
             + "  ".join(f"w={w:g}:{v:.4f}" for w, v in values.items()))
     fused = interpolate(run_file(args.first), run_file(args.second), weight,
-                        normalization=args.normalization)
+                        normalization=args.normalization, union=args.union)
   except ValueError as e:  # malformed files (with file:line), non-finite scores, other candidates
     raise SystemExit(f"t5rank fuse: {e}") from None
   write_run(args.output, fused, tag=args.tag)

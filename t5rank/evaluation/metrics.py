@@ -7,6 +7,8 @@ labels as gains. Names accepted by `--metrics` (k a positive integer):
 
   MRR, MRR@k   reciprocal rank of the first relevant document (within the top k)
   MAP          average precision
+  MAP@k        average precision of the top k, over all the query's relevant documents:
+               (1/R) Σ_{j≤k} P@j·rel(j) (trec_eval's map_cut; Gillick et al. 2018's MAP@K)
   P@k          precision at k; P@1 equals acc@1
   nDCG@k       normalized discounted cumulative gain at k (trec_eval's ndcg_cut)
   recall@k     fraction of the relevant documents in the top k
@@ -43,10 +45,9 @@ _IR_MEASURES_NAME = {"MRR": "RR", "MAP": "AP", "P": "P", "nDCG": "nDCG", "recall
 def parse_metric(name: str) -> tuple[str, int | None]:
   """`"nDCG@10"` -> `("nDCG", 10)`; raises ValueError naming the accepted forms."""
   match = _METRIC.match(name)
-  if (not match or (match[1] in _NEEDS_CUTOFF and match[2] is None)
-      or (match[1] == "MAP" and match[2] is not None)):
-    raise ValueError(f"unknown metric {name!r}; expected one of MRR, MRR@k, MAP, P@k, nDCG@k, "
-                     "recall@k, acc@k (k a positive integer)")
+  if not match or (match[1] in _NEEDS_CUTOFF and match[2] is None):
+    raise ValueError(f"unknown metric {name!r}; expected one of MRR, MRR@k, MAP, MAP@k, P@k, "
+                     "nDCG@k, recall@k, acc@k (k a positive integer)")
   return match[1], int(match[2]) if match[2] else None
 
 
@@ -74,7 +75,7 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
   groups: dict[int | None, dict] = {}
   for name in metrics:
     base, cutoff = parse_metric(name)
-    measure = ir_measures.parse_measure(_IR_MEASURES_NAME[base] if base in ("MRR", "MAP")
+    measure = ir_measures.parse_measure(_IR_MEASURES_NAME[base] if base == "MRR" or cutoff is None
                                         else f"{_IR_MEASURES_NAME[base]}@{cutoff}")
     groups.setdefault(cutoff if base == "MRR" else None, {})[measure] = name
   judged = {qid: dict(qrels[qid]) for qid in qids}

@@ -103,6 +103,20 @@ class WordVocabulary:
     return cls(terms, counts)
 
 
+def load_words(config) -> WordVocabulary:
+  """The word list `config.words` names (a `t5rank embeddings` directory or a words.tsv), checked
+  against the model config's `vocab_size` and `vocabulary_sha256` (TK, the dual encoder)."""
+  name = type(config).__name__
+  if not config.words:
+    raise ValueError(f"{name}.words is empty: build the config from a word list (words=DIR, DIR "
+                     "made by `t5rank embeddings`)")
+  vocabulary = WordVocabulary.load(config.words)
+  if vocabulary.size != config.vocab_size or vocabulary.sha256 != config.vocabulary_sha256:
+    raise ValueError(f"{config.words} is not the word list this {name} was built with "
+                     f"({config.vocab_size} ids); rebuild the config from it")
+  return vocabulary
+
+
 def _crc32(text: str) -> int:
   return zlib.crc32(text.encode("utf-8"))
 

@@ -13,7 +13,12 @@ applied unchanged to the test queries -- never chosen on the queries it is repor
     t5rank fuse bm25.run monot5.run --tune valid_qrels.txt valid_bm25.run valid_monot5.run -o hybrid.run
 
 Both runs must hold the same candidates for each query (a reranked run and the run it reranked do);
-anything else is an error rather than a silent intersection.
+anything else is an error rather than a silent intersection. With `union` (two first stages, e.g.
+BM25's and a dense retriever's top 1000 over a whole collection) a query's candidates are those
+of either run, and a candidate one run did not return takes that run's lowest score for the query
+before normalization (Pyserini's hybrid of sparse and dense runs does the same):
+
+    t5rank fuse bm25.run dense.run --union --tune valid_qrels.txt valid_bm25.run valid_dense.run -o hybrid.run
 """
 
 from __future__ import annotations
@@ -40,9 +45,11 @@ def normalize(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
   return (scores - scores.min()) / spread if spread > 0 else np.zeros_like(scores)
 
 
-def interpolate(first: Run, second: Run, weight: float, *, normalization: str = "zscore") -> Run:
+def interpolate(first: Run, second: Run, weight: float, *, normalization: str = "zscore",
+                union: bool = False) -> Run:
   """The fused run (module docstring), each query's candidates sorted by fused score (descending,
-  ties by document id). Raises ValueError when a query's candidates differ between the runs."""
+  ties by document id). Raises ValueError when a query's candidates differ between the runs,
+  unless `union` (a missing candidate takes its run's lowest score of the query)."""
   if not 0.0 <= weight <= 1.0:
     raise ValueError(f"weight must be in [0, 1], got {weight}")
   check_finite_run(first, "the first run")
@@ -55,6 +62,8 @@ def interpolate(first: Run, second: Run, weight: float, *, normalization: str = 
   for qid, candidates in first.items():
     a = dict(candidates)
     b = dict(second[qid])
+    if union:
+      a, b = _filled(a, b.keys()), _filled(b, a.keys())
     if a.keys() != b.keys():
       raise ValueError(f"query {qid!r}: the runs hold different candidates ({len(a)} vs {len(b)}); "
                        "fuse a reranked run with the run it reranked")
@@ -65,9 +74,16 @@ def interpolate(first: Run, second: Run, weight: float, *, normalization: str = 
   return fused
 
 
+def _filled(scores: dict, others) -> dict:
+  """`scores` plus every id of `others` it lacks, at its lowest score (0 when it has none)."""
+  floor = min(scores.values(), default=0.0)
+  return {**{d: floor for d in others}, **scores}
+
+
 def tune_weight(qrels: Mapping[str, Mapping[str, int]], first: Run, second: Run, *,
                 grid: Sequence[float] = DEFAULT_GRID, metric: str = "MRR",
-                normalization: str = "zscore") -> tuple[float, dict[float, float]]:
+                normalization: str = "zscore", union: bool = False
+                ) -> tuple[float, dict[float, float]]:
   """(the weight of `grid` with the best mean `metric` on these queries, {weight: mean metric}).
   Ties go to the smaller weight (closer to the first run)."""
   from t5rank.evaluation.metrics import per_query
@@ -75,7 +91,7 @@ def tune_weight(qrels: Mapping[str, Mapping[str, int]], first: Run, second: Run,
   if not grid:
     raise ValueError("an empty grid of weights")
   values = {float(w): float(per_query(qrels, interpolate(first, second, w,
-                                                         normalization=normalization),
+                                                         normalization=normalization, union=union),
                                       [metric])[metric].mean())
             for w in sorted(grid)}
   best = max(values, key=lambda w: (values[w], -w))

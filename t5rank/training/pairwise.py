@@ -24,7 +24,7 @@ import optax
 
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.tk_reranker import TK
-from t5rank.models.words import UNK_ID, WordVocabulary
+from t5rank.models.words import UNK_ID, WordVocabulary, load_words
 from t5rank.training.trainable import DatasetFn, Trainable
 
 
@@ -199,16 +199,3 @@ class PairwiseTK(Trainable):
       os.makedirs(directory, exist_ok=True)
       self.vocabulary.save(os.path.join(directory, WORDS_FILE))
     save_checkpoint(directory, params, self.config, dict(metadata, model=TK.name))
-
-
-def load_words(config: TKConfig) -> WordVocabulary:
-  """The word list `config.words` names, checked against the config's size and hash."""
-  if not config.words:
-    raise ValueError("TKConfig.words is empty: build the config with tk.tk_config(words=DIR), DIR "
-                     "made by `t5rank embeddings`")
-  vocabulary = WordVocabulary.load(config.words)
-  if vocabulary.size != config.vocab_size or vocabulary.sha256 != config.vocabulary_sha256:
-    raise ValueError(f"{config.words} is not the word list this TK was built with "
-                     f"({config.vocab_size} ids); rebuild the config from it")
-  return vocabulary
-

@@ -88,7 +88,7 @@ class RerankEval:
     from t5rank.models.tk_reranker import TK
 
     if isinstance(config, TKConfig):
-      from t5rank.training.pairwise import load_words
+      from t5rank.models.words import load_words
       return TK(config, load_words(config))
     return MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
                   bm25_in_input=self.bm25_in_input)

@@ -2,7 +2,8 @@
 
     t5rank.training.trainer.train(model_config=...)
       ─► trainable_for(model_config): a T5Config ─► `seq2seq.Seq2Seq` (monoT5: token cross-entropy
-         on the target word), a TKConfig ─► `pairwise.PairwiseTK` (TK: hinge loss on triples)
+         on the target word), a TKConfig ─► `pairwise.PairwiseTK` (TK: hinge loss on triples),
+         a DualEncoderConfig ─► `dual.DualEncoder` (in-batch sampled softmax on question → answer)
       ─► the trainer's one loop: init or restore, `loss_and_metrics` in a pure jitted step,
          checkpoints, metrics, evaluation, and `export` of the final model
 
@@ -66,18 +67,23 @@ class Trainable(abc.ABC):
 def trainable_for(config, optimization) -> Trainable:
   """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
   `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `PairwiseTK` for a `TKConfig`
-  (which has no dropout)."""
+  (which has no dropout), `dual.DualEncoder` for a `DualEncoderConfig`."""
   dropout_rate = optimization.dropout_rate
   from t5rank.models.config import T5Config
+  from t5rank.models.dual_encoder import DualEncoderConfig
   from t5rank.models.tk import TKConfig
 
   if isinstance(config, T5Config):
     from t5rank.training.seq2seq import Seq2Seq
     return Seq2Seq(config.replace(dropout_rate=dropout_rate), z_loss=optimization.z_loss)
+  if isinstance(config, DualEncoderConfig):
+    from t5rank.training.dual import DualEncoder
+    return DualEncoder(config)  # refuses dropout in check()
   if isinstance(config, TKConfig):
     from t5rank.training.pairwise import PairwiseTK
     if dropout_rate:
       raise ValueError(f"TK trains without dropout (the paper's setting; TKConfig has none), but "
                        f"the run sets dropout_rate {dropout_rate}; set DROPOUT_RATE = 0.0")
     return PairwiseTK(config)
-  raise TypeError(f"the trainer knows T5Config and TKConfig models, got {type(config).__name__}")
+  raise TypeError("the trainer knows T5Config, TKConfig and DualEncoderConfig models, got "
+                  f"{type(config).__name__}")

@@ -1,0 +1,68 @@
+"""`t5rank index`: encode a corpus into a dense index (`t5rank.retrieval.dense`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from t5rank.commands import positive_int, refuse_overwriting_inputs
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser(
+      "index", help="encode a corpus into a dense index for `t5rank retrieve --dense`",
+      description="Encodes every document of a corpus with a dense encoder into unit vectors and "
+                  "writes an index directory (vectors, document ids, the encoder's fingerprint; "
+                  "optionally an HNSW graph). Shards are saved under OUTPUT.partial as they "
+                  "finish: rerunning an interrupted command resumes there. The encoder is a dual "
+                  "encoder checkpoint (t5rank train with gin/runs/dual_encoder.gin), a `t5rank "
+                  "embeddings` directory (averaged word vectors, --weighting idf for the "
+                  "IDF-weighted average) or a T5 checkpoint (mean-pooled encoder). See "
+                  "docs/dense_retrieval.md.")
+  p.add_argument("--encoder", required=True, help="dual encoder checkpoint, embeddings directory "
+                                                  "or T5 checkpoint")
+  p.add_argument("--corpus", required=True, help="corpus, JSONL or TSV (see t5rank.data.readers)")
+  p.add_argument("--output", required=True, help="index directory to write")
+  p.add_argument("--weighting", choices=("uniform", "idf"), default="uniform",
+                 help="averaged word vectors: uniform or IDF-weighted by the corpus (default "
+                      "uniform)")
+  p.add_argument("--shard-size", type=positive_int, default=8192,
+                 help="documents per saved shard (default 8192)")
+  p.add_argument("--hnsw", type=int, default=0, metavar="M",
+                 help="also build a faiss HNSW graph with M links per node (e.g. 32; default: "
+                      "none, built on first use by --search hnsw)")
+  p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  import shutil
+
+  from t5rank.data.readers import check_run_id, read_corpus
+  from t5rank.retrieval.dense import DenseRetriever
+
+  refuse_overwriting_inputs("index", {"--output": args.output},
+                            {"--corpus": args.corpus, "--encoder": args.encoder}, directories=True)
+  if args.hnsw < 0:
+    raise SystemExit("t5rank index: --hnsw must be 0 (none) or a positive M")
+  start = time.perf_counter()
+  try:
+    corpus = read_corpus(args.corpus)
+    for docid in corpus:
+      check_run_id(docid, "document", args.corpus)
+  except ValueError as e:
+    raise SystemExit(f"t5rank index: {e}") from None
+  work_dir = args.output.rstrip(os.sep) + ".partial"
+  try:
+    retriever = DenseRetriever.build(corpus, encoder_path=args.encoder, weighting=args.weighting,
+                                     work_dir=work_dir, shard_size=args.shard_size,
+                                     hnsw_m=args.hnsw)
+  except (ValueError, FileNotFoundError) as e:
+    raise SystemExit(f"t5rank index: {e}") from None
+  retriever.save(args.output)
+  shutil.rmtree(work_dir)
+  seconds = time.perf_counter() - start
+  print(f"{len(corpus)} documents, {retriever.encoder.dim}-d ({type(retriever.encoder).__name__}, "
+        f"{args.weighting}) in {seconds:.1f}s ({len(corpus) / max(seconds, 1e-9):.0f} docs/s); "
+        f"wrote {args.output}")
+  return 0

@@ -1,0 +1,195 @@
+"""Text encoders of dense retrieval: texts ─► unit vectors (n, dim) float32, one side for queries and
+one for documents, and a fingerprint that an index records (`t5rank.retrieval.dense`).
+
+    load_encoder(path)
+      a dual encoder checkpoint (`t5rank train` with gin/runs/dual_encoder.gin)
+          ─► `WordAverage` of its trained embeddings (f₁ for queries, f₂ for documents)
+      a `t5rank embeddings` directory (word2vec on the collection)
+          ─► `WordAverage` of those vectors, uniform or IDF-weighted (the paper's baselines)
+      a T5 checkpoint (any format t5rank loads: monoT5, Hugging Face, t5x, ...)
+          ─► `T5Mean`: T5's encoder, mean-pooled over the text's tokens
+
+Cosine similarity is a dot product of the unit vectors; a text with no known word (or an empty
+one) encodes to the zero vector, whose cosine with anything is 0.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import hashlib
+import os
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SIDES = ("query", "document")
+WEIGHTINGS = ("uniform", "idf")
+CHUNK = 1024  # texts encoded per device call
+
+
+class TextEncoder(abc.ABC):
+  """Encodes texts to unit vectors; `fingerprint` changes with anything that changes a vector."""
+
+  dim: int
+  fingerprint: str
+  source: str  # the path it was loaded from
+
+  @abc.abstractmethod
+  def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
+    """(len(texts), dim) float32 unit (or zero) rows; `side` "query" or "document"."""
+
+  def describe(self) -> dict:
+    return {"encoder": type(self).__name__, "source": self.source, "dim": self.dim,
+            "fingerprint": self.fingerprint}
+
+
+def _hash(*parts) -> str:
+  digest = hashlib.sha256()
+  for part in parts:
+    digest.update(part if isinstance(part, bytes) else str(part).encode("utf-8"))
+  return digest.hexdigest()
+
+
+@functools.partial(jax.jit, static_argnames="normalize")
+def _average(table, ids, weights, normalize=True):
+  from t5rank.models.dual_encoder import average, unit
+  vectors = average(table, ids, weights)
+  return unit(vectors) if normalize else vectors
+
+
+def _padded(rows: Sequence[np.ndarray], bucket: int = 32) -> np.ndarray:
+  width = max(bucket, -(-max((len(r) for r in rows), default=1) // bucket) * bucket)
+  ids = np.zeros((len(rows), width), np.int32)
+  for i, r in enumerate(rows):
+    ids[i, :len(r)] = r
+  return ids
+
+
+class WordAverage(TextEncoder):
+  """The (weighted) average of word vectors: the dual encoder's f, and the averaged-embedding
+  baselines. `tables` maps each side to its (vocab, dim) matrix (one shared matrix for both);
+  `weights` (vocab,) weights each id (IDF) or None (uniform); texts are cut to `max_lengths`."""
+
+  def __init__(self, vocabulary, tables: dict, *, weights: Optional[np.ndarray] = None,
+               max_lengths: tuple[int, int] = (30, 256), source: str = ""):
+    self.vocabulary = vocabulary
+    self.tables = {side: jnp.asarray(tables[side], jnp.float32) for side in SIDES}
+    self.weights = None if weights is None else jnp.asarray(weights, jnp.float32)
+    self.max_lengths = dict(zip(SIDES, max_lengths))
+    self.dim = int(tables["query"].shape[1])
+    self.source = source
+    self.fingerprint = _hash("word-average", vocabulary.sha256, max_lengths,
+                             *(np.asarray(tables[s], np.float32).tobytes() for s in SIDES),
+                             b"" if weights is None else np.asarray(weights, np.float32).tobytes())
+
+  def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
+    if side not in SIDES:
+      raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    out = np.zeros((len(texts), self.dim), np.float32)
+    for start in range(0, len(texts), CHUNK):
+      rows = [self.vocabulary.encode(t, self.max_lengths[side])[0]
+              for t in texts[start:start + CHUNK]]
+      out[start:start + len(rows)] = np.asarray(
+          _average(self.tables[side], _padded(rows), self.weights))
+    return out
+
+
+def idf_weights(vocabulary, texts: Sequence[str]) -> np.ndarray:
+  """(vocab,) smoothed inverse document frequency of each id over `texts`:
+  ln((1 + N) / (1 + df)) + 1 (scikit-learn's smooth IDF); padding and unknown ids weigh 0."""
+  from t5rank.models.words import NUM_RESERVED, words
+
+  df = np.zeros(vocabulary.size, np.int64)
+  for text in texts:
+    ids = {vocabulary.index[w] for w in words(text) if w in vocabulary.index}
+    df[list(ids)] += 1
+  weights = np.log((1.0 + len(texts)) / (1.0 + df)) + 1.0
+  weights[:NUM_RESERVED] = 0.0
+  return weights.astype(np.float32)
+
+
+class T5Mean(TextEncoder):
+  """T5's encoder over the text's SentencePiece ids (cut to `max_length`, EOS appended), its
+  outputs averaged over the text's tokens: how a T5 checkpoint serves as a retriever."""
+
+  def __init__(self, config, params, vocab, *, max_length: int = 256, source: str = ""):
+    self.config, self.params, self.vocab = config, params, vocab
+    self.max_length = max_length
+    self.dim = config.d_model
+    self.source = source
+    leaves = jax.tree.leaves(params)
+    self.fingerprint = _hash("t5-mean", config.to_json(), vocab.sha256, max_length,
+                             *(np.asarray(x).tobytes() for x in leaves))
+
+  def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
+    if side not in SIDES:
+      raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    out = np.zeros((len(texts), self.dim), np.float32)
+    from t5rank.models.vocab import EOS_ID
+    for start in range(0, len(texts), CHUNK // 4):
+      rows = [np.asarray(list(self.vocab.encode(t))[:self.max_length - 1] + [EOS_ID], np.int32)
+              for t in texts[start:start + CHUNK // 4]]
+      out[start:start + len(rows)] = np.asarray(
+          _t5_mean(self.params, _padded(rows), config=self.config))
+    return out
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _t5_mean(params, ids, *, config):
+  from t5rank.models.dual_encoder import unit
+  from t5rank.models.network import T5
+
+  encoded = T5(config).apply({"params": params}, ids, method=T5.encode)  # (B, L, d)
+  mask = (ids > 0).astype(encoded.dtype)[..., None]
+  return unit((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))
+
+
+def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.ndarray] = None,
+                 idf_texts: Optional[Sequence[str]] = None,
+                 max_lengths: tuple[int, int] = (30, 256)) -> TextEncoder:
+  """The encoder in `path` (module docstring). For a `t5rank embeddings` directory, `weighting`
+  "idf" weights words by `weights` or else by `idf_weights(idf_texts)`; a dual encoder checkpoint
+  uses its own lengths and a uniform average (the model trained so)."""
+  from t5rank.checkpoints import native
+
+  if weighting not in WEIGHTINGS:
+    raise ValueError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
+  if native.is_native_checkpoint(path):
+    model = native.read_metadata(path).get("model", "monot5")
+    if model == "dual_encoder":
+      if weighting != "uniform":
+        raise ValueError(f"{path} is a trained dual encoder: it encodes with the uniform average "
+                         "it was trained with; IDF weighting is for `t5rank embeddings` vectors")
+      from t5rank.models.dual_encoder import DualEncoderConfig
+      from t5rank.models.words import WordVocabulary
+      config, params = native.restore_model(path, DualEncoderConfig)
+      vocabulary = WordVocabulary.load(path)
+      query = np.asarray(params["query"]["embedding"])
+      document = np.asarray(params["document"]["embedding"]) if "document" in params else query
+      return WordAverage(vocabulary, {"query": query, "document": document},
+                         max_lengths=(config.max_query_length, config.max_document_length),
+                         source=path)
+    if model != "monot5":
+      raise ValueError(f"{path} is a {model} checkpoint; dense retrieval encodes with a dual "
+                       "encoder, word embeddings or a T5 checkpoint")
+  if os.path.isfile(os.path.join(path, "vectors.npy")):
+    from t5rank.models.words import load_embeddings
+    vocabulary, vectors = load_embeddings(path)
+    if weighting == "idf" and weights is None:
+      if idf_texts is None:
+        raise ValueError("IDF weighting needs the collection's texts (or saved weights)")
+      weights = idf_weights(vocabulary, idf_texts)
+    return WordAverage(vocabulary, {"query": vectors, "document": vectors},
+                       weights=weights if weighting == "idf" else None, max_lengths=max_lengths,
+                       source=path)
+  if weighting != "uniform":
+    raise ValueError("IDF weighting is for `t5rank embeddings` vectors, not a T5 encoder")
+  from t5rank.models.reranker import load_reranker
+  reranker, params = load_reranker(path)
+  if not hasattr(reranker, "vocab"):
+    raise ValueError(f"{path} is not a T5 checkpoint")
+  return T5Mean(reranker.config, params, reranker.vocab, max_length=max_lengths[1], source=path)
+

@@ -1,0 +1,298 @@
+"""The dual encoder's training (`t5rank.models.dual_encoder`), a `Trainable`:
+
+    InsuranceQA training pairs (question → each relevant answer; `PAIR_SOURCES`)
+      -> `distinct_batches`: seeded epochs, no answer and no question twice in a batch (several
+         questions share answers: a repeat would be an in-batch false negative)
+      -> word ids {query (B, ≤30), document (B, ≤256)} (+ `label` for the cross_entropy loss,
+         whose batches hold half positive pairs, half pool negatives)
+      -> the config's loss over the B × B similarity matrix
+
+The paper (section 2.2): momentum SGD at a fixed learning rate of .01 (`momentum_sgd`; momentum .9,
+the paper gives no value), batches of 1000, no dropout, early stopping on in-batch precision@1 on a
+tuning set (`InBatchEval` on InsuranceQA's validation pairs, `trainer.Loop.keep_best = "p@1"`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import os
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+import jax
+import numpy as np
+import optax
+
+from t5rank.models import dual_encoder
+from t5rank.models.dual_encoder import DualEncoderConfig
+from t5rank.models.words import WordVocabulary, load_words
+from t5rank.training.trainable import DatasetFn, Trainable
+
+MODEL_NAME = "dual_encoder"
+LENGTH_BUCKET = 32
+PAIR_SOURCES = ("insuranceqa_en", "insuranceqa_zh")
+
+
+def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransformation:
+  """The paper's optimizer: SGD with momentum (`learning_rate` .01 in the run gin)."""
+  return optax.sgd(learning_rate, momentum=momentum)
+
+
+@dataclasses.dataclass
+class Pairs:
+  """Positive (question, answer) pairs by index into `questions` and `answers`, and each question's
+  negatives (answer indices; for the labelled cross-entropy)."""
+  questions: list[str]
+  answers: list[str]
+  pairs: list[tuple[int, int]]
+  negatives: list[list[int]]
+
+  @classmethod
+  def insuranceqa(cls, split: str, language: str = "en") -> "Pairs":
+    """InsuranceQA's `split`: each question with each relevant answer; its pool negatives."""
+    from t5rank.data.insuranceqa import load_split
+
+    data = load_split(split, language)
+    position = {aid: i for i, aid in enumerate(data.answers)}
+    qids = list(data.queries)
+    return cls(list(data.queries.values()), list(data.answers.values()),
+               [(q, position[aid]) for q, qid in enumerate(qids) for aid in data.relevant[qid]],
+               [[position[a] for a in data.negatives[qid]] for qid in qids])
+
+
+def distinct_batches(pairs: Sequence[tuple[int, int]], batch_size: int, seed: int
+                     ) -> Iterator[list[int]]:
+  """Endless batches of indices into `pairs` ((question, answer) keys), epoch after epoch in a
+  seeded order, no question and no answer twice in a batch: a pair that would repeat one waits
+  (first in line) for the next batch. Every pair comes once per epoch, up to those still waiting
+  at the epoch's end, which open the next."""
+  distinct = min(len({q for q, _ in pairs}), len({a for _, a in pairs}))
+  if not 0 < batch_size <= distinct:
+    raise ValueError(f"batch_size {batch_size}: the pairs hold {distinct} distinct questions or "
+                     "answers; a batch of distinct ones must be positive and at most that")
+  waiting: collections.deque[int] = collections.deque()
+  epoch = 0
+  while True:
+    order = np.random.default_rng([seed, epoch]).permutation(len(pairs))
+    stream = iter(order.tolist())
+    exhausted, made = False, 0
+    while not exhausted:
+      batch, questions, answers, deferred = [], set(), set(), []
+      candidates = list(waiting)
+      waiting.clear()
+      for i in candidates:
+        q, a = pairs[i]
+        if len(batch) < batch_size and q not in questions and a not in answers:
+          batch.append(i)
+          questions.add(q)
+          answers.add(a)
+        else:
+          deferred.append(i)
+      while len(batch) < batch_size:
+        i = next(stream, None)
+        if i is None:
+          exhausted = True
+          break
+        q, a = pairs[i]
+        if q in questions or a in answers:
+          deferred.append(i)
+          continue
+        batch.append(i)
+        questions.add(q)
+        answers.add(a)
+      waiting.extend(deferred)
+      if len(batch) == batch_size:
+        made += 1
+        yield batch
+      else:  # the epoch ran out: its last pairs open the next one
+        waiting.extendleft(reversed(batch))
+    if not made and epoch:
+      raise ValueError(f"no batch of {batch_size} pairs without a repeated question or answer "
+                       "can be formed from these pairs; use a smaller batch")
+    epoch += 1
+
+
+class Encoder:
+  """Word ids of texts, padded to a multiple of 32 (at most `length`), cached per text."""
+
+  def __init__(self, vocabulary: WordVocabulary):
+    self.vocabulary = vocabulary
+    self.cache: dict[tuple[str, int], np.ndarray] = {}
+    self.oov = self.words = 0
+
+  def __call__(self, texts: Sequence[str], length: int) -> np.ndarray:
+    rows = []
+    for text in texts:
+      key = (text, length)
+      if key not in self.cache:
+        self.cache[key], oov, n = self.vocabulary.encode(text, length)
+        self.oov += oov
+        self.words += n
+      rows.append(self.cache[key])
+    width = min(-(-max(max((len(r) for r in rows), default=1), 1) // LENGTH_BUCKET)
+                * LENGTH_BUCKET, length)
+    ids = np.zeros((len(rows), width), np.int32)
+    for i, r in enumerate(rows):
+      ids[i, :len(r)] = r
+    return ids
+
+
+def pair_batches(data: Pairs, vocabulary: WordVocabulary, config: DualEncoderConfig, *,
+                 batch_size: int, seed: int, start_step: int = 0, shard_index: int = 0,
+                 num_shards: int = 1) -> Iterator[dict[str, np.ndarray]]:
+  """This host's rows of each global batch from global step `start_step` on: `query` and
+  `document` word ids; for the cross_entropy loss half the rows are positive pairs and half
+  (question, pool negative) pairs, with `label`."""
+  if batch_size % num_shards:
+    raise ValueError(f"batch_size {batch_size} must be a multiple of the data shards {num_shards}")
+  labelled = config.loss == "cross_entropy"
+  if labelled and batch_size % (2 * num_shards):
+    raise ValueError("the cross_entropy loss takes half positive, half negative rows: batch_size "
+                     f"{batch_size} must be a multiple of 2 x the data shards ({num_shards})")
+  rows = batch_size // num_shards
+  encoder = Encoder(vocabulary)
+  batches = distinct_batches(data.pairs, batch_size // 2 if labelled else batch_size, seed)
+  for _ in range(start_step):
+    next(batches)
+  step = start_step
+  while True:
+    chosen = [data.pairs[i] for i in next(batches)]
+    questions = [q for q, _ in chosen]
+    answers = [a for _, a in chosen]
+    labels = [1] * len(chosen)
+    if labelled:  # one pool negative per question, drawn by (seed, step)
+      rng = np.random.default_rng([seed, step, 1])
+      questions += questions
+      answers += [data.negatives[q][rng.integers(len(data.negatives[q]))]
+                  if data.negatives[q] else rng.integers(len(data.answers)) for q, _ in chosen]
+      labels += [0] * len(chosen)
+    mine = slice(shard_index * rows, (shard_index + 1) * rows)
+    batch = {"query": encoder([data.questions[q] for q in questions[mine]],
+                              config.max_query_length),
+             "document": encoder([data.answers[a] for a in answers[mine]],
+                                 config.max_document_length)}
+    if labelled:
+      batch["label"] = np.asarray(labels[mine], np.int32)
+    if step == start_step:
+      print(f"dual encoder training data: {100.0 * encoder.oov / max(encoder.words, 1):.2f}% of "
+            "the first batch's words are out of vocabulary (left out of the average)", flush=True)
+    step += 1
+    yield batch
+
+
+class DualEncoder(Trainable):
+  """The word-averaging dual encoder trained on question → answer pairs. `Init.checkpoint` may be
+  a `t5rank embeddings` directory (its vectors start the embeddings) or a dual encoder checkpoint."""
+
+  def __init__(self, config: DualEncoderConfig):
+    self.config = config
+    self.vocabulary = load_words(config)
+
+  def check(self, task_name: str, init, optimization, loop) -> None:
+    del loop
+    if task_name not in PAIR_SOURCES:
+      raise ValueError(f"the dual encoder trains on InsuranceQA pairs {PAIR_SOURCES}, got "
+                       f"{task_name!r}")
+    if init.term_matching_heads:
+      raise ValueError("term_matching_heads is a T5 initialization; the dual encoder has no heads")
+    if optimization.dropout_rate:
+      raise ValueError(f"the dual encoder trains without dropout (the paper's setting), but the "
+                       f"run sets dropout_rate {optimization.dropout_rate}")
+
+  def init_params(self, rng: jax.Array, init) -> Any:
+    params = dual_encoder.init_params(self.config, rng)
+    if init.checkpoint is None:
+      return params
+    from t5rank.checkpoints import native
+    from t5rank.models.words import load_embeddings
+
+    if native.is_native_checkpoint(init.checkpoint):
+      config, loaded = native.restore_model(init.checkpoint, DualEncoderConfig)
+      if config.replace(loss=self.config.loss) != self.config:
+        raise ValueError(f"{init.checkpoint} is a dual encoder of another configuration")
+      return loaded
+    vocabulary, vectors = load_embeddings(init.checkpoint)
+    if vocabulary.sha256 != self.vocabulary.sha256 or vectors.shape[1] != self.config.embedding_dim:
+      raise ValueError(f"the embeddings in {init.checkpoint} ({vectors.shape[1]}-d) are not of the "
+                       f"model's word list and size ({self.config.words}, "
+                       f"{self.config.embedding_dim}-d)")
+    params = jax.tree.map(np.asarray, params)
+    for side in ("query", "document"):
+      if side in params:
+        params[side]["embedding"] = vectors.astype(np.float32)
+    return params
+
+  def param_axes(self) -> Any:
+    return dual_encoder.param_axes(jax.eval_shape(
+        functools.partial(dual_encoder.init_params, self.config), jax.random.PRNGKey(0)))
+
+  def loss_and_metrics(self, params, batch, dropout_rng):
+    del dropout_rng
+    loss, accuracy = dual_encoder.loss_and_accuracy(params, self.config, batch["query"],
+                                                    batch["document"], batch.get("label"))
+    return loss, {"loss": loss, "accuracy": accuracy, "scale": params["scale"],
+                  "bias": params["bias"]}
+
+  def batch_counts(self, batch) -> tuple[int, int]:
+    return len(batch["query"]), int((batch["query"] > 0).sum() + (batch["document"] > 0).sum())
+
+  def dataset_fn(self) -> DatasetFn:
+    def dataset(task_name: str, *, batch_size: int, feature_lengths: Mapping[str, int], seed: int,
+                start_step: int = 0, pack: bool = False, shard_index: int = 0,
+                num_shards: int = 1):
+      if pack:
+        raise ValueError("dual encoder batches are pairs; PACK must be False")
+      wanted = {"query": self.config.max_query_length,
+                "document": self.config.max_document_length}
+      if dict(feature_lengths) != wanted:
+        raise ValueError(f"the dual encoder's feature lengths are its config's {wanted}, got "
+                         f"{dict(feature_lengths)}")
+      return pair_batches(Pairs.insuranceqa("train", task_name.rsplit("_", 1)[1]), self.vocabulary,
+                          self.config, batch_size=batch_size, seed=seed, start_step=start_step,
+                          shard_index=shard_index, num_shards=num_shards)
+    return dataset
+
+  def export(self, directory: str, params, metadata: dict) -> None:
+    """A dual encoder checkpoint: words.tsv, the parameters, metadata `model: dual_encoder`."""
+    from t5rank.checkpoints import save_checkpoint
+    from t5rank.models.words import WORDS_FILE
+
+    if jax.process_index() == 0:
+      os.makedirs(directory, exist_ok=True)
+      self.vocabulary.save(os.path.join(directory, WORDS_FILE))
+    save_checkpoint(directory, params, self.config, dict(metadata, model=MODEL_NAME))
+
+
+class InBatchEval:
+  """The paper's early-stopping measure: in-batch precision@1 over fixed batches of `batch_size`
+  distinct (question, answer) pairs of an InsuranceQA split (seed 0; or of `data`), the share of questions whose
+  own answer scores highest of the batch's answers (`p@1`), and the in-batch softmax loss
+  (`loss`, at the model's α and β). Gin: `trainer.Loop.eval_fn = @dual.InBatchEval()`."""
+
+  def __init__(self, split: str = "validation", batch_size: int = 1000, language: str = "en",
+               max_batches: int = 4, data: Optional[Pairs] = None):
+    self.data = data if data is not None else Pairs.insuranceqa(split, language)
+    order = distinct_batches(self.data.pairs, batch_size, seed=0)
+    total = len(self.data.pairs) // batch_size
+    self.batches = [next(order) for _ in range(max(1, min(max_batches, total)))]
+    self._encoded: dict = {}
+
+  def __call__(self, params, config: DualEncoderConfig) -> Mapping[str, float]:
+    if config not in self._encoded:
+      encoder = Encoder(load_words(config))
+      self._encoded = {config: [
+          (encoder([self.data.questions[self.data.pairs[i][0]] for i in batch],
+                   config.max_query_length),
+           encoder([self.data.answers[self.data.pairs[i][1]] for i in batch],
+                   config.max_document_length)) for batch in self.batches]}
+    values = [_in_batch(params, q, d) for q, d in self._encoded[config]]
+    return {"p@1": float(np.mean([v[0] for v in values])),
+            "loss": float(np.mean([v[1] for v in values]))}
+
+
+@jax.jit
+def _in_batch(params, query_ids, document_ids):
+  cos = dual_encoder.cosines(params, query_ids, document_ids)
+  return (dual_encoder.in_batch_precision_at_1(cos),
+          dual_encoder.in_batch_softmax(params["scale"] * cos + params["bias"]))

@@ -1,0 +1,284 @@
+"""Dense retrieval (Gillick et al. 2018): the dual encoder's losses equal the paper's definitions on
+numbers small enough to work out by hand; batches never repeat an answer; the transitive-closure
+retrieval task on literal pairs; TF-IDF and MAP@k by hand; the index (exact = faiss flat = HNSW on
+a tiny corpus, resume, a foreign encoder refused, empty texts) and the whole path through the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from t5rank.models import dual_encoder as de
+from t5rank.models.words import WordVocabulary
+
+COS = jnp.array([[0.8, 0.1], [0.3, 0.5]])  # two queries x two answers, positives on the diagonal
+
+
+def test_in_batch_softmax_by_hand():
+  # row 1: -log(e^.8 / (e^.8 + e^.1)) = log(1 + e^-.7); row 2: log(1 + e^-.2)
+  expected = (math.log1p(math.exp(-0.7)) + math.log1p(math.exp(-0.2))) / 2
+  np.testing.assert_allclose(de.in_batch_softmax(COS), expected, rtol=1e-6)
+  assert abs(expected - 0.50066) < 1e-5
+
+
+def test_in_batch_cross_entropy_by_hand():
+  # diagonal cells have label 1: log(1 + e^-x); the others label 0: log(1 + e^x)
+  cells = [math.log1p(math.exp(-0.8)), math.log1p(math.exp(0.1)),
+           math.log1p(math.exp(0.3)), math.log1p(math.exp(-0.5))]
+  np.testing.assert_allclose(de.sigmoid_cross_entropy(COS, jnp.eye(2)), sum(cells) / 4, rtol=1e-6)
+
+
+def test_in_batch_triplet_by_hand():
+  # row 1: max(0, .5 - .8 + .1) = 0; row 2: max(0, .5 - .5 + .3) = .3
+  np.testing.assert_allclose(de.in_batch_triplet(COS, 0.5), 0.15, rtol=1e-6)
+
+
+def test_in_batch_precision_at_1_counts_ties_as_misses():
+  assert float(de.in_batch_precision_at_1(COS)) == 1.0
+  assert float(de.in_batch_precision_at_1(jnp.array([[0.5, 0.5], [0.9, 0.2]]))) == 0.0
+
+
+def test_losses_through_the_model_by_hand():
+  # Embeddings: "a" = (1, 0), "b" = (0, 1), "c" = (1, 1). Query "a" vs answers "a c" and "b":
+  # avg("a", "c") = (1, .5), cos with (1, 0) = 1/sqrt(1.25); cos((1, 0), (0, 1)) = 0.
+  vocabulary = WordVocabulary(["a", "b", "c"])
+  config = de.DualEncoderConfig(vocab_size=vocabulary.size, embedding_dim=2, scale_init=2.0)
+  params = {"query": {"embedding": jnp.array([[9, 9], [9, 9], [1, 0], [0, 1], [1, 1.0]])},
+            "scale": jnp.asarray(2.0), "bias": jnp.asarray(0.5)}
+  q = jnp.array([[2, 0], [3, 1]])  # "a" + padding; "b" + unknown (left out of the average)
+  d = jnp.array([[2, 4], [3, 0]])  # "a c"; "b"
+  c = 1 / math.sqrt(1.25)
+  np.testing.assert_allclose(de.cosines(params, q, d), [[c, 0], [c * 0.5, 1]], rtol=1e-6)
+  loss, accuracy = de.loss_and_accuracy(params, config, q, d)
+  expected = (math.log1p(math.exp(2 * (0 - c))) + math.log1p(math.exp(2 * (c * 0.5 - 1)))) / 2
+  np.testing.assert_allclose(loss, expected, rtol=1e-6)  # β shifts a whole row: no effect
+  assert float(accuracy) == 1.0
+  labelled = config.replace(loss="cross_entropy")
+  loss, _ = de.loss_and_accuracy(params, labelled, q, d, jnp.array([1, 0]))
+  # g = 2·cos + .5 on each row's own pair: 2c + .5 (label 1) and 2·1 + .5 (label 0)
+  expected = (math.log1p(math.exp(-(2 * c + 0.5))) + math.log1p(math.exp(2.5))) / 2
+  np.testing.assert_allclose(loss, expected, rtol=1e-6)
+
+
+def test_an_empty_text_encodes_to_zero_and_scores_zero():
+  params = {"query": {"embedding": jnp.ones((4, 3))}, "scale": jnp.asarray(5.0),
+            "bias": jnp.asarray(0.0)}
+  vectors = de.encode(params, jnp.array([[0, 0], [1, 1], [2, 3]]), "query")
+  assert np.isfinite(vectors).all()
+  np.testing.assert_array_equal(vectors[:2], 0)  # padding only; unknown words only
+  np.testing.assert_allclose(np.linalg.norm(vectors[2]), 1, rtol=1e-6)
+
+
+def test_distinct_batches_never_repeat_an_answer_or_a_question():
+  from t5rank.training.dual import distinct_batches
+  # answers 0 and 1 are shared by several questions; question 0 has two answers
+  pairs = [(0, 0), (1, 0), (2, 0), (0, 1), (3, 1), (4, 2), (5, 3), (6, 4)]
+  batches = distinct_batches(pairs, 3, seed=7)
+  seen = []
+  for _ in range(8):  # three epochs' worth of pairs
+    batch = next(batches)
+    assert len(batch) == 3
+    assert len({pairs[i][0] for i in batch}) == 3 and len({pairs[i][1] for i in batch}) == 3
+    seen += batch
+  counts = np.bincount(seen, minlength=len(pairs))
+  assert counts.min() >= 2 and counts.max() <= 4  # each pair about once per epoch
+  again = distinct_batches(pairs, 3, seed=7)
+  assert [next(again) for _ in range(8)] == [seen[i:i + 3] for i in range(0, 24, 3)]
+  with pytest.raises(ValueError, match="at most that"):
+    next(distinct_batches(pairs, 6, seed=0))  # only 5 distinct answers
+
+
+def test_closure_of_literal_pairs(tmp_path):
+  from t5rank import cli
+  from t5rank.data.retrieval_task import closure_qrels
+  pairs = [("a", "b", 1), ("b", "c", 1), ("d", "e", None), ("c", "f", 0)]
+  qrels = closure_qrels(pairs)
+  assert qrels == {"a": {"a": 1, "b": 1, "c": 1}, "b": {"a": 1, "b": 1, "c": 1},
+                   "c": {"a": 1, "b": 1, "c": 1}, "d": {"d": 1, "e": 1}, "e": {"d": 1, "e": 1}}
+  assert closure_qrels(pairs, self_relevant=False)["a"] == {"b": 1, "c": 1}
+  (tmp_path / "pairs.tsv").write_text("a\tb\t1\nb\tc\t1\nd\te\n\nc\tf\t0\n")
+  (tmp_path / "texts.tsv").write_text("".join(f"{x}\ttext of {x}\n" for x in "abcdefg"))
+  out = tmp_path / "task"
+  assert cli.main(["pairs-to-retrieval", "--pairs", str(tmp_path / "pairs.tsv"), "--texts",
+                   str(tmp_path / "texts.tsv"), "--output", str(out), "--exclude-self"]) == 0
+  assert (out / "queries.tsv").read_text().splitlines()[0] == "a\ttext of a"
+  assert len((out / "corpus.jsonl").read_text().splitlines()) == 7  # every item a candidate
+  assert "a 0 b 1" in (out / "qrels.txt").read_text()
+  assert "a 0 a 1" not in (out / "qrels.txt").read_text()
+  (tmp_path / "bad.tsv").write_text("a\tb\tyes\n")
+  with pytest.raises(SystemExit, match="bad.tsv:1: the label must be an integer"):
+    cli.main(["pairs-to-retrieval", "--pairs", str(tmp_path / "bad.tsv"), "--texts",
+              str(tmp_path / "texts.tsv"), "--output", str(tmp_path / "x")])
+
+
+def test_tfidf_by_hand():
+  from t5rank.data.readers import Document
+  from t5rank.retrieval.tfidf import TfIdf
+  # idf(a) = ln(3/3) + 1 = 1, idf(b) = idf(c) = ln(3/2) + 1; doc1 = (1, idf_b)/norm; query "b"
+  retriever = TfIdf.build({"d1": Document("a b"), "d2": Document("a c")})
+  run = retriever.retrieve({"q": "B"}, k=10)
+  idf = math.log(1.5) + 1
+  assert [d for d, _ in run["q"]] == ["d1"]  # d2 shares no word: left out
+  np.testing.assert_allclose(run["q"][0][1], idf / math.sqrt(1 + idf ** 2), rtol=1e-6)
+  assert retriever.retrieve({"q": "b"}, candidates={"q": [("d2", 0.0), ("d1", 0.0)]})["q"][1] \
+      == ("d2", 0.0)
+
+
+def test_map_at_k_by_hand():
+  from t5rank.evaluation.metrics import per_query
+  qrels = {"q": {"r1": 1, "r2": 1, "r3": 1}}
+  run = {"q": [("r1", 3.0), ("x", 2.0), ("r2", 1.0)]}  # relevant at ranks 1 and 3 of R = 3
+  values = per_query(qrels, run, ["MAP@2", "MAP@3"])
+  np.testing.assert_allclose(values["MAP@2"], [1 / 3])  # (1/3)(P@1)
+  np.testing.assert_allclose(values["MAP@3"], [(1 + 2 / 3) / 3])  # (1/3)(P@1 + P@3)
+
+
+def test_fusion_of_two_first_stages_fills_missing_candidates():
+  from t5rank.ranking.fusion import interpolate
+  first = {"q": [("a", 3.0), ("b", 1.0)]}
+  second = {"q": [("b", 4.0), ("c", 2.0)]}
+  with pytest.raises(ValueError, match="different candidates"):
+    interpolate(first, second, 0.5, normalization="minmax")
+  fused = dict(interpolate(first, second, 0.5, normalization="minmax", union=True)["q"])
+  # first: a 3, b 1, c 1 (its floor) -> 1, 0, 0; second: b 4, c 2, a 2 (floor) -> 0, 1, 0
+  assert fused == {"a": 0.5, "b": 0.5, "c": 0.0}
+
+
+# ------------------------------------------------------------------------- the index, end to end
+
+TEXTS = {"d1": "car insurance covers the car", "d2": "life insurance pays a death benefit",
+         "d3": "an annuity pays income", "d4": "", "d5": "the deductible of car insurance"}
+
+
+def embeddings_dir(tmp_path, seed=0):
+  from t5rank.models.words import save_embeddings
+  vocabulary = WordVocabulary.build(TEXTS.values(), min_count=1)
+  vectors = np.random.default_rng(seed).normal(size=(vocabulary.size, 6)).astype(np.float32)
+  vectors[:2] = 0
+  path = tmp_path / f"emb{seed}"
+  save_embeddings(str(path), vocabulary, vectors, {"source": "test"})
+  return str(path)
+
+
+def corpus_file(tmp_path):
+  path = tmp_path / "corpus.jsonl"
+  path.write_text("".join(json.dumps({"id": d, "text": t}) + "\n" for d, t in TEXTS.items()))
+  return str(path)
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "idf"])
+def test_exact_flat_and_hnsw_search_agree_with_numpy(tmp_path, weighting):
+  from t5rank.data.readers import Document
+  from t5rank.retrieval.dense import DenseRetriever
+  from t5rank.retrieval.encoders import load_encoder
+  corpus = {d: Document(t) for d, t in TEXTS.items()}
+  retriever = DenseRetriever.build(corpus, encoder_path=embeddings_dir(tmp_path),
+                                   weighting=weighting)
+  vectors = retriever.vectors
+  np.testing.assert_array_equal(vectors[3], 0)  # the empty document
+  assert np.isfinite(vectors).all()
+  queries = {"q1": "car insurance", "q2": "death benefit pays", "q3": "zzz"}
+  encoder = load_encoder(embeddings_dir(tmp_path), weighting=weighting,
+                         idf_texts=list(TEXTS.values()))
+  q = encoder.encode(list(queries.values()), "query")
+  expected = q @ vectors.T  # cosines: unit rows
+  runs = {}
+  for search in ("exact", "flat", "hnsw"):
+    retriever.search = search
+    runs[search] = retriever.retrieve(queries, k=5)
+  for i, qid in enumerate(queries):
+    order = sorted(TEXTS, key=lambda d: (-expected[i, list(TEXTS).index(d)], d))
+    for search, run in runs.items():
+      assert [d for d, _ in run[qid]] == order, search
+      np.testing.assert_allclose([s for _, s in run[qid]], sorted(expected[i], reverse=True)[:5],
+                                 atol=1e-5)
+
+
+def test_index_resumes_and_refuses_another_encoder(tmp_path, monkeypatch):
+  from t5rank import cli
+  from t5rank.retrieval import encoders
+  emb, other = embeddings_dir(tmp_path, 0), embeddings_dir(tmp_path, 1)
+  corpus = corpus_file(tmp_path)
+  index = str(tmp_path / "index")
+  # An interrupted run: the first shard is saved, then encoding fails.
+  calls = []
+  original = encoders.WordAverage.encode
+
+  def failing(self, texts, side):
+    calls.append(len(texts))
+    if len(calls) == 2:
+      raise KeyboardInterrupt
+    return original(self, texts, side)
+
+  monkeypatch.setattr(encoders.WordAverage, "encode", failing)
+  with pytest.raises(KeyboardInterrupt):
+    cli.main(["index", "--encoder", emb, "--corpus", corpus, "--output", index,
+              "--shard-size", "2"])
+  assert (tmp_path / "index.partial" / "shard-00000.npy").exists()
+  calls.clear()
+  monkeypatch.setattr(encoders.WordAverage, "encode",
+                      lambda self, texts, side: calls.append(len(texts)) or original(self, texts,
+                                                                                     side))
+  assert cli.main(["index", "--encoder", emb, "--corpus", corpus, "--output", index,
+                   "--shard-size", "2"]) == 0
+  assert calls == [2, 1]  # shards 2 and 3 only: shard 1 was reused
+  assert not (tmp_path / "index.partial").exists()
+  whole = tmp_path / "whole"
+  assert cli.main(["index", "--encoder", emb, "--corpus", corpus, "--output", str(whole)]) == 0
+  np.testing.assert_array_equal(np.load(f"{index}/vectors.npy"), np.load(f"{whole}/vectors.npy"))
+  queries = tmp_path / "queries.tsv"
+  queries.write_text("q1\tcar insurance\nq2\tannuity income\n")
+  out = tmp_path / "dense.run"
+  assert cli.main(["retrieve", "--dense", index, "--queries", str(queries), "--output", str(out),
+                   "--k", "3", "--search", "flat"]) == 0
+  lines = out.read_text().splitlines()
+  assert len(lines) == 6 and lines[0].split()[0] == "q1" and lines[0].split()[-1] == "dense"
+  with pytest.raises(SystemExit, match="built with another encoder"):
+    cli.main(["retrieve", "--dense", index, "--encoder", other, "--queries", str(queries),
+              "--output", str(tmp_path / "x.run")])
+
+
+def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
+  from t5rank import cli
+  from t5rank.retrieval.encoders import load_encoder
+  from t5rank.training import dual, trainer
+  emb = embeddings_dir(tmp_path)
+  texts = list(TEXTS.values())
+  data = dual.Pairs(questions=["car cover", "death pays", "income annuity", "deductible car"],
+                    answers=texts, pairs=[(0, 0), (1, 1), (2, 2), (3, 4), (0, 4)],
+                    negatives=[[1], [0], [4], [1]])
+  config = de.dual_encoder_config(emb, embedding_dim=6, max_query_length=8,
+                                  max_document_length=16)
+
+  def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
+              num_shards):
+    return dual.pair_batches(data, dual.load_words(config), config, batch_size=batch_size,
+                             seed=seed, start_step=start_step, shard_index=shard_index,
+                             num_shards=num_shards)
+
+  model_dir = str(tmp_path / "run")
+  metrics = trainer.train(
+      model_config=config, task_name="insuranceqa_en",
+      feature_lengths={"query": 8, "document": 16}, train_steps=3, batch_size=2,
+      model_dir=model_dir, mesh_shape=(1, 1), init=trainer.Init(checkpoint=emb),
+      optimization=trainer.Optimization(learning_rate=0.1, optimizer=dual.momentum_sgd,
+                                        dropout_rate=0.0),
+      loop=trainer.Loop(log_every=1, eval_every=3, keep_best="p@1",
+                        eval_fn=dual.InBatchEval(batch_size=2, data=data)),
+      dataset_fn=dataset)
+  assert np.isfinite(metrics["loss"]) and 0 <= metrics["eval/p@1"] <= 1
+  encoder = load_encoder(f"{model_dir}/final")
+  assert encoder.max_lengths == {"query": 8, "document": 16}
+  index = str(tmp_path / "index")
+  assert cli.main(["index", "--encoder", f"{model_dir}/final", "--corpus", corpus_file(tmp_path),
+                   "--output", index]) == 0
+  (tmp_path / "queries.tsv").write_text("q1\tcar insurance\n")
+  with pytest.raises(SystemExit, match="built with another encoder"):
+    cli.main(["retrieve", "--dense", index, "--encoder", emb, "--queries",
+              str(tmp_path / "queries.tsv"), "--output", str(tmp_path / "x.run")])
+  with pytest.raises(ValueError, match="trained dual encoder"):
+    load_encoder(f"{model_dir}/final", weighting="idf")
