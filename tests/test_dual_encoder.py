@@ -256,7 +256,8 @@ def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
 
   def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
               num_shards):
-    return dual.pair_batches(data, dual.load_words(config), config, batch_size=batch_size,
+    return dual.pair_batches(data, dual.Encoder(dual.load_words(config)), config,
+                             batch_size=batch_size,
                              seed=seed, start_step=start_step, shard_index=shard_index,
                              num_shards=num_shards)
 
@@ -282,3 +283,48 @@ def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
               str(tmp_path / "queries.tsv"), "--output", str(tmp_path / "x.run")])
   with pytest.raises(ValueError, match="trained dual encoder"):
     load_encoder(f"{model_dir}/final", weighting="idf")
+
+
+def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):
+  from t5rank import cli
+  from t5rank.checkpoints import save_checkpoint
+  from t5rank.retrieval.encoders import T5Mean, load_encoder
+  from t5rank.testing import micro_config, random_params
+  from t5rank.training import dual, trainer
+  t5 = str(tmp_path / "t5")
+  save_checkpoint(t5, random_params(micro_config(), std=0.2), micro_config())
+  plain = load_encoder(t5)  # a T5 checkpoint as a retriever, untrained
+  assert isinstance(plain, T5Mean)
+  alone = plain.encode([TEXTS["d3"]], "document")
+  padded = plain.encode([TEXTS["d3"], TEXTS["d2"] * 3], "document")  # d3 padded in this batch
+  np.testing.assert_allclose(alone[0], padded[0], atol=1e-5)  # padding is not averaged in
+  np.testing.assert_allclose(np.linalg.norm(padded, axis=1), 1, rtol=1e-5)
+  config = de.t5_dual_encoder_config(t5, max_query_length=8, max_document_length=32)
+  texts = list(TEXTS.values())
+  data = dual.Pairs(questions=["car cover", "death pays", "income annuity"], answers=texts,
+                    pairs=[(0, 0), (1, 1), (2, 2)], negatives=[[1], [0], [4]])
+  model = dual.T5DualEncoder(config)
+
+  def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
+              num_shards):
+    return dual.pair_batches(data, model.text_encoder(), config, batch_size=batch_size,
+                             seed=seed, start_step=start_step)
+
+  model_dir = str(tmp_path / "run")
+  metrics = trainer.train(
+      model_config=config, task_name="insuranceqa_en",
+      feature_lengths={"query": 8, "document": 32}, train_steps=2, batch_size=2,
+      model_dir=model_dir, mesh_shape=(1, 1), init=trainer.Init(checkpoint=t5),
+      optimization=trainer.Optimization(learning_rate=0.01, optimizer=dual.momentum_sgd,
+                                        dropout_rate=0.0),
+      loop=trainer.Loop(log_every=1, eval_every=2, eval_fn=dual.InBatchEval(batch_size=2,
+                                                                            data=data)),
+      dataset_fn=dataset)
+  assert np.isfinite(metrics["loss"]) and 0 <= metrics["eval/p@1"] <= 1
+  trained = load_encoder(f"{model_dir}/final")
+  assert isinstance(trained, T5Mean) and trained.fingerprint != plain.fingerprint
+  assert trained.max_lengths == {"query": 8, "document": 32}
+  assert cli.main(["index", "--encoder", f"{model_dir}/final", "--corpus", corpus_file(tmp_path),
+                   "--output", str(tmp_path / "index")]) == 0
+  vectors = np.load(tmp_path / "index" / "vectors.npy")
+  np.testing.assert_allclose(vectors, trained.encode(texts, "document"), atol=1e-5)

@@ -160,29 +160,35 @@ def in_batch_triplet(cos: jax.Array, margin: float) -> jax.Array:
   return jnp.mean(jax.nn.relu(margin - jnp.diagonal(cos) + negatives.max(-1)))
 
 
-def loss_and_accuracy(params, config: DualEncoderConfig, query_ids: jax.Array,
-                      document_ids: jax.Array, labels: Optional[jax.Array] = None
-                      ) -> tuple[jax.Array, jax.Array]:
-  """(loss, accuracy) of a batch by `config.loss`. In-batch losses: row i of the batch is a positive
-  pair and accuracy is in-batch precision@1 (the diagonal is the row's top cell, the paper's
-  early-stopping measure). `cross_entropy`: `labels` (B,) 1/0 for each row's pair, accuracy the
-  share of pairs on the right side of g = 0."""
-  if config.loss == "cross_entropy":
+def loss_and_accuracy(params, config, query_ids: jax.Array, document_ids: jax.Array,
+                      labels: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
+  """(loss, accuracy) of a batch of word ids by `config.loss` (`vector_loss`)."""
+  return vector_loss(encode(params, query_ids, "query"), encode(params, document_ids, "document"),
+                     params["scale"], params["bias"], config.loss, config.margin, labels)
+
+
+def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, loss: str,
+                margin: float, labels: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
+  """(loss, accuracy) of a batch of unit vectors q, d (B, E) by `loss` (module docstring). In-batch
+  losses: row i of the batch is a positive pair and accuracy is in-batch precision@1 (the diagonal
+  is the row's top cell, the paper's early-stopping measure). `cross_entropy`: `labels` (B,) 1/0
+  for each row's pair, accuracy the share of pairs on the right side of g = 0."""
+  if loss == "cross_entropy":
     if labels is None:
       raise ValueError("the cross_entropy loss needs labelled pairs")
-    q = encode(params, query_ids, "query")
-    d = encode(params, document_ids, "document")
-    logits = params["scale"] * jnp.sum(q * d, -1) + params["bias"]
+    logits = scale * jnp.sum(q * d, -1) + bias
     accuracy = jnp.mean(((logits > 0) == (labels > 0)).astype(jnp.float32))
     return sigmoid_cross_entropy(logits, labels.astype(logits.dtype)), accuracy
-  cos = cosines(params, query_ids, document_ids)
-  logits = params["scale"] * cos + params["bias"]
+  cos = q @ d.T
+  logits = scale * cos + bias
   accuracy = in_batch_precision_at_1(cos)
-  if config.loss == "in_batch_softmax":
+  if loss == "in_batch_softmax":
     return in_batch_softmax(logits), accuracy
-  if config.loss == "in_batch_cross_entropy":
+  if loss == "in_batch_cross_entropy":
     return sigmoid_cross_entropy(logits, jnp.eye(len(cos), dtype=logits.dtype)), accuracy
-  return in_batch_triplet(cos, config.margin), accuracy
+  if loss == "in_batch_triplet":
+    return in_batch_triplet(cos, margin), accuracy
+  raise ValueError(f"unknown dual encoder loss {loss!r}; choose one of {LOSSES}")
 
 
 def in_batch_precision_at_1(scores: jax.Array) -> jax.Array:
@@ -191,3 +197,70 @@ def in_batch_precision_at_1(scores: jax.Array) -> jax.Array:
   b = scores.shape[0]
   others = jnp.where(jnp.eye(b, dtype=bool), -jnp.inf, scores).max(-1)
   return jnp.mean((jnp.diagonal(scores) > others).astype(jnp.float32))
+
+
+# ------------------------------------------------------------------------- the T5-encoder variant
+
+
+@dataclasses.dataclass(frozen=True)
+class T5DualEncoderConfig:
+  """A dual encoder whose f is T5's encoder, mean-pooled over the text's tokens (padding excluded):
+  how a T5 checkpoint is used as a retriever today. One encoder for queries and documents; the
+  loss, α and β as for the averaged-embedding model. `vocabulary` is the SentencePiece model's
+  path (a checkpoint carries its own copy), `vocabulary_sha256` its hash; lengths in pieces."""
+  t5: Any  # T5Config
+  vocabulary: str
+  vocabulary_sha256: str = ""
+  max_query_length: int = 32
+  max_document_length: int = 256
+  loss: str = "in_batch_softmax"
+  margin: float = 0.5
+  scale_init: float = 5.0
+
+  def __post_init__(self):
+    from t5rank.models.config import T5Config
+    if isinstance(self.t5, dict):
+      object.__setattr__(self, "t5", T5Config(**self.t5))
+    if self.loss not in LOSSES:
+      raise ValueError(f"unknown dual encoder loss {self.loss!r}; choose one of {LOSSES}")
+
+  @property
+  def name(self) -> str:
+    return "t5_dual_encoder"
+
+  def replace(self, **changes: Any) -> "T5DualEncoderConfig":
+    return dataclasses.replace(self, **changes)
+
+  def to_json(self) -> str:
+    fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    fields["t5"] = json.loads(self.t5.to_json())
+    return json.dumps(dict(fields, model=self.name), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "T5DualEncoderConfig":
+    fields = json.loads(text)
+    fields.pop("model", None)
+    return cls(**fields)
+
+
+def t5_dual_encoder_config(checkpoint: str, **fields: Any) -> T5DualEncoderConfig:
+  """The T5DualEncoderConfig of a T5 checkpoint (any format t5rank loads) and its vocabulary
+  (gin: `MODEL_CONFIG = @dual_encoder.t5_dual_encoder_config()`, `checkpoint = %INIT_CHECKPOINT`);
+  dropout off (the paper trains without)."""
+  from t5rank.models.reranker import load_reranker
+
+  reranker, _ = load_reranker(checkpoint)
+  if not hasattr(reranker, "vocab"):
+    raise ValueError(f"{checkpoint} is not a T5 checkpoint")
+  return T5DualEncoderConfig(t5=reranker.config.replace(dropout_rate=0.0),
+                             vocabulary=reranker.vocab.path,
+                             vocabulary_sha256=reranker.vocab.sha256, **fields)
+
+
+def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:
+  """Unit vectors (B, d_model): T5's encoder outputs of `ids` (B, L) averaged over non-padding."""
+  from t5rank.models.network import T5
+
+  encoded = T5(config).apply({"params": t5_params}, ids, method=T5.encode)
+  mask = (ids > 0).astype(encoded.dtype)[..., None]
+  return unit((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))

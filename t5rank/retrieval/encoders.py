@@ -112,16 +112,18 @@ def idf_weights(vocabulary, texts: Sequence[str]) -> np.ndarray:
 
 
 class T5Mean(TextEncoder):
-  """T5's encoder over the text's SentencePiece ids (cut to `max_length`, EOS appended), its
-  outputs averaged over the text's tokens: how a T5 checkpoint serves as a retriever."""
+  """T5's encoder over the text's SentencePiece ids (documents cut to `max_length`, queries to
+  `query_length`, EOS appended), its outputs averaged over the text's tokens: how a T5 checkpoint
+  serves as a retriever (the T5 dual encoder's f)."""
 
-  def __init__(self, config, params, vocab, *, max_length: int = 256, source: str = ""):
+  def __init__(self, config, params, vocab, *, max_length: int = 256, query_length: int = 32,
+               source: str = ""):
     self.config, self.params, self.vocab = config, params, vocab
-    self.max_length = max_length
+    self.max_lengths = {"query": query_length, "document": max_length}
     self.dim = config.d_model
     self.source = source
     leaves = jax.tree.leaves(params)
-    self.fingerprint = _hash("t5-mean", config.to_json(), vocab.sha256, max_length,
+    self.fingerprint = _hash("t5-mean", config.to_json(), vocab.sha256, query_length, max_length,
                              *(np.asarray(x).tobytes() for x in leaves))
 
   def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
@@ -130,7 +132,8 @@ class T5Mean(TextEncoder):
     out = np.zeros((len(texts), self.dim), np.float32)
     from t5rank.models.vocab import EOS_ID
     for start in range(0, len(texts), CHUNK // 4):
-      rows = [np.asarray(list(self.vocab.encode(t))[:self.max_length - 1] + [EOS_ID], np.int32)
+      length = self.max_lengths[side]
+      rows = [np.asarray(list(self.vocab.encode(t))[:length - 1] + [EOS_ID], np.int32)
               for t in texts[start:start + CHUNK // 4]]
       out[start:start + len(rows)] = np.asarray(
           _t5_mean(self.params, _padded(rows), config=self.config))
@@ -139,12 +142,8 @@ class T5Mean(TextEncoder):
 
 @functools.partial(jax.jit, static_argnames="config")
 def _t5_mean(params, ids, *, config):
-  from t5rank.models.dual_encoder import unit
-  from t5rank.models.network import T5
-
-  encoded = T5(config).apply({"params": params}, ids, method=T5.encode)  # (B, L, d)
-  mask = (ids > 0).astype(encoded.dtype)[..., None]
-  return unit((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))
+  from t5rank.models.dual_encoder import t5_mean
+  return t5_mean(params, config, ids)
 
 
 def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.ndarray] = None,
@@ -172,6 +171,15 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
       return WordAverage(vocabulary, {"query": query, "document": document},
                          max_lengths=(config.max_query_length, config.max_document_length),
                          source=path)
+    if model == "t5_dual_encoder":
+      if weighting != "uniform":
+        raise ValueError("IDF weighting is for `t5rank embeddings` vectors, not a T5 encoder")
+      from t5rank.models.dual_encoder import T5DualEncoderConfig
+      from t5rank.models.vocab import Vocabulary
+      config, params = native.restore_model(path, T5DualEncoderConfig)
+      vocab = Vocabulary(os.path.join(path, config.vocabulary), extra_ids=0)
+      return T5Mean(config.t5, params["t5"], vocab, max_length=config.max_document_length,
+                    query_length=config.max_query_length, source=path)
     if model != "monot5":
       raise ValueError(f"{path} is a {model} checkpoint; dense retrieval encodes with a dual "
                        "encoder, word embeddings or a T5 checkpoint")
@@ -191,5 +199,6 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
   reranker, params = load_reranker(path)
   if not hasattr(reranker, "vocab"):
     raise ValueError(f"{path} is not a T5 checkpoint")
-  return T5Mean(reranker.config, params, reranker.vocab, max_length=max_lengths[1], source=path)
+  return T5Mean(reranker.config, params, reranker.vocab, max_length=max_lengths[1],
+                query_length=max_lengths[0], source=path)
 

@@ -25,11 +25,11 @@ import numpy as np
 import optax
 
 from t5rank.models import dual_encoder
-from t5rank.models.dual_encoder import DualEncoderConfig
+from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
 from t5rank.models.words import WordVocabulary, load_words
 from t5rank.training.trainable import DatasetFn, Trainable
 
-MODEL_NAME = "dual_encoder"
+MODEL_NAME, T5_MODEL_NAME = "dual_encoder", "t5_dual_encoder"
 LENGTH_BUCKET = 32
 PAIR_SOURCES = ("insuranceqa_en", "insuranceqa_zh")
 
@@ -121,14 +121,18 @@ class Encoder:
     self.cache: dict[tuple[str, int], np.ndarray] = {}
     self.oov = self.words = 0
 
+  def ids(self, text: str, length: int) -> np.ndarray:
+    ids, oov, n = self.vocabulary.encode(text, length)
+    self.oov += oov
+    self.words += n
+    return ids
+
   def __call__(self, texts: Sequence[str], length: int) -> np.ndarray:
     rows = []
     for text in texts:
       key = (text, length)
       if key not in self.cache:
-        self.cache[key], oov, n = self.vocabulary.encode(text, length)
-        self.oov += oov
-        self.words += n
+        self.cache[key] = self.ids(text, length)
       rows.append(self.cache[key])
     width = min(-(-max(max((len(r) for r in rows), default=1), 1) // LENGTH_BUCKET)
                 * LENGTH_BUCKET, length)
@@ -138,12 +142,12 @@ class Encoder:
     return ids
 
 
-def pair_batches(data: Pairs, vocabulary: WordVocabulary, config: DualEncoderConfig, *,
-                 batch_size: int, seed: int, start_step: int = 0, shard_index: int = 0,
+def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
+                 start_step: int = 0, shard_index: int = 0,
                  num_shards: int = 1) -> Iterator[dict[str, np.ndarray]]:
   """This host's rows of each global batch from global step `start_step` on: `query` and
-  `document` word ids; for the cross_entropy loss half the rows are positive pairs and half
-  (question, pool negative) pairs, with `label`."""
+  `document` ids by `encoder` (an `Encoder` of words or a `PieceEncoder`); for the cross_entropy
+  loss half the rows are positive pairs and half (question, pool negative) pairs, with `label`."""
   if batch_size % num_shards:
     raise ValueError(f"batch_size {batch_size} must be a multiple of the data shards {num_shards}")
   labelled = config.loss == "cross_entropy"
@@ -151,7 +155,6 @@ def pair_batches(data: Pairs, vocabulary: WordVocabulary, config: DualEncoderCon
     raise ValueError("the cross_entropy loss takes half positive, half negative rows: batch_size "
                      f"{batch_size} must be a multiple of 2 x the data shards ({num_shards})")
   rows = batch_size // num_shards
-  encoder = Encoder(vocabulary)
   batches = distinct_batches(data.pairs, batch_size // 2 if labelled else batch_size, seed)
   for _ in range(start_step):
     next(batches)
@@ -174,11 +177,19 @@ def pair_batches(data: Pairs, vocabulary: WordVocabulary, config: DualEncoderCon
                                  config.max_document_length)}
     if labelled:
       batch["label"] = np.asarray(labels[mine], np.int32)
-    if step == start_step:
+    if step == start_step and isinstance(encoder, Encoder):
       print(f"dual encoder training data: {100.0 * encoder.oov / max(encoder.words, 1):.2f}% of "
             "the first batch's words are out of vocabulary (left out of the average)", flush=True)
     step += 1
     yield batch
+
+
+class PieceEncoder(Encoder):
+  """T5 SentencePiece ids of texts (at most `length` - 1 pieces, then EOS), padded like `Encoder`."""
+
+  def ids(self, text: str, length: int) -> np.ndarray:
+    from t5rank.models.vocab import EOS_ID
+    return np.asarray(list(self.vocabulary.encode(text))[:length - 1] + [EOS_ID], np.int32)
 
 
 class DualEncoder(Trainable):
@@ -248,10 +259,13 @@ class DualEncoder(Trainable):
       if dict(feature_lengths) != wanted:
         raise ValueError(f"the dual encoder's feature lengths are its config's {wanted}, got "
                          f"{dict(feature_lengths)}")
-      return pair_batches(Pairs.insuranceqa("train", task_name.rsplit("_", 1)[1]), self.vocabulary,
-                          self.config, batch_size=batch_size, seed=seed, start_step=start_step,
-                          shard_index=shard_index, num_shards=num_shards)
+      return pair_batches(Pairs.insuranceqa("train", task_name.rsplit("_", 1)[1]),
+                          self.text_encoder(), self.config, batch_size=batch_size, seed=seed,
+                          start_step=start_step, shard_index=shard_index, num_shards=num_shards)
     return dataset
+
+  def text_encoder(self) -> Encoder:
+    return Encoder(self.vocabulary)
 
   def export(self, directory: str, params, metadata: dict) -> None:
     """A dual encoder checkpoint: words.tsv, the parameters, metadata `model: dual_encoder`."""
@@ -262,6 +276,66 @@ class DualEncoder(Trainable):
       os.makedirs(directory, exist_ok=True)
       self.vocabulary.save(os.path.join(directory, WORDS_FILE))
     save_checkpoint(directory, params, self.config, dict(metadata, model=MODEL_NAME))
+
+
+class T5DualEncoder(DualEncoder):
+  """The T5-encoder variant (`dual_encoder.T5DualEncoderConfig`): T5's encoder mean-pooled, trained
+  like the averaged-embedding model. `Init.checkpoint`: a T5 checkpoint of the config's
+  architecture (any format t5rank loads), a T5 dual encoder checkpoint, or None (random)."""
+
+  def __init__(self, config: T5DualEncoderConfig):
+    from t5rank.models.vocab import Vocabulary
+    self.config = config
+    self.vocabulary = Vocabulary(config.vocabulary, extra_ids=0)
+    if config.vocabulary_sha256 and self.vocabulary.sha256 != config.vocabulary_sha256:
+      raise ValueError(f"{config.vocabulary} is not the vocabulary this T5 dual encoder was built "
+                       "with")
+
+  def init_params(self, rng: jax.Array, init) -> Any:
+    from t5rank.checkpoints import load_checkpoint, native
+    from t5rank.models.network import init_params
+
+    head = {"scale": np.float32(self.config.scale_init), "bias": np.float32(0.0)}
+    if init.checkpoint is None:
+      return {"t5": init_params(self.config.t5, rng), **head}
+    if native.read_metadata(init.checkpoint).get("model") == T5_MODEL_NAME:
+      config, loaded = native.restore_model(init.checkpoint, T5DualEncoderConfig)
+      if config.t5 != self.config.t5:
+        raise ValueError(f"{init.checkpoint} is a T5 dual encoder of another architecture")
+      return loaded
+    return {"t5": load_checkpoint(init.checkpoint, config=self.config.t5)[1], **head}
+
+  def param_axes(self) -> Any:
+    from jax.sharding import PartitionSpec
+
+    from t5rank.models.network import param_axes
+    return {"t5": param_axes(self.config.t5), "scale": PartitionSpec(), "bias": PartitionSpec()}
+
+  def loss_and_metrics(self, params, batch, dropout_rng):
+    del dropout_rng  # trained without dropout, as the paper's dual encoder
+    q = dual_encoder.t5_mean(params["t5"], self.config.t5, batch["query"])
+    d = dual_encoder.t5_mean(params["t5"], self.config.t5, batch["document"])
+    loss, accuracy = dual_encoder.vector_loss(q, d, params["scale"], params["bias"],
+                                              self.config.loss, self.config.margin,
+                                              batch.get("label"))
+    return loss, {"loss": loss, "accuracy": accuracy, "scale": params["scale"],
+                  "bias": params["bias"]}
+
+  def text_encoder(self) -> Encoder:
+    return PieceEncoder(self.vocabulary)
+
+  def export(self, directory: str, params, metadata: dict) -> None:
+    """A T5 dual encoder checkpoint: the SentencePiece model (copied in first), the parameters,
+    metadata `model: t5_dual_encoder`."""
+    import shutil
+
+    from t5rank.checkpoints import save_checkpoint
+    name = os.path.basename(self.config.vocabulary)
+    if jax.process_index() == 0:
+      os.makedirs(directory, exist_ok=True)
+      shutil.copyfile(self.config.vocabulary, os.path.join(directory, name))
+    save_checkpoint(directory, params, self.config.replace(vocabulary=name),
+                    dict(metadata, model=T5_MODEL_NAME))
 
 
 class InBatchEval:
@@ -280,19 +354,25 @@ class InBatchEval:
 
   def __call__(self, params, config: DualEncoderConfig) -> Mapping[str, float]:
     if config not in self._encoded:
-      encoder = Encoder(load_words(config))
+      encoder = (PieceEncoder(T5DualEncoder(config).vocabulary)
+                 if isinstance(config, T5DualEncoderConfig) else Encoder(load_words(config)))
       self._encoded = {config: [
           (encoder([self.data.questions[self.data.pairs[i][0]] for i in batch],
                    config.max_query_length),
            encoder([self.data.answers[self.data.pairs[i][1]] for i in batch],
                    config.max_document_length)) for batch in self.batches]}
-    values = [_in_batch(params, q, d) for q, d in self._encoded[config]]
+    t5 = config.t5 if isinstance(config, T5DualEncoderConfig) else None
+    values = [_in_batch(params, q, d, t5=t5) for q, d in self._encoded[config]]
     return {"p@1": float(np.mean([v[0] for v in values])),
             "loss": float(np.mean([v[1] for v in values]))}
 
 
-@jax.jit
-def _in_batch(params, query_ids, document_ids):
-  cos = dual_encoder.cosines(params, query_ids, document_ids)
+@functools.partial(jax.jit, static_argnames="t5")
+def _in_batch(params, query_ids, document_ids, *, t5=None):
+  if t5 is None:
+    cos = dual_encoder.cosines(params, query_ids, document_ids)
+  else:
+    cos = (dual_encoder.t5_mean(params["t5"], t5, query_ids)
+           @ dual_encoder.t5_mean(params["t5"], t5, document_ids).T)
   return (dual_encoder.in_batch_precision_at_1(cos),
           dual_encoder.in_batch_softmax(params["scale"] * cos + params["bias"]))

@@ -67,10 +67,10 @@ class Trainable(abc.ABC):
 def trainable_for(config, optimization) -> Trainable:
   """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
   `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `PairwiseTK` for a `TKConfig`
-  (which has no dropout), `dual.DualEncoder` for a `DualEncoderConfig`."""
+  (which has no dropout), `dual.DualEncoder` for a `DualEncoderConfig` (`dual.T5DualEncoder` for its T5 variant)."""
   dropout_rate = optimization.dropout_rate
   from t5rank.models.config import T5Config
-  from t5rank.models.dual_encoder import DualEncoderConfig
+  from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
   from t5rank.models.tk import TKConfig
 
   if isinstance(config, T5Config):
@@ -79,6 +79,9 @@ def trainable_for(config, optimization) -> Trainable:
   if isinstance(config, DualEncoderConfig):
     from t5rank.training.dual import DualEncoder
     return DualEncoder(config)  # refuses dropout in check()
+  if isinstance(config, T5DualEncoderConfig):
+    from t5rank.training.dual import T5DualEncoder
+    return T5DualEncoder(config)
   if isinstance(config, TKConfig):
     from t5rank.training.pairwise import PairwiseTK
     if dropout_rate:
