@@ -146,6 +146,10 @@ def test_fusion_of_two_first_stages_fills_missing_candidates():
   fused = dict(interpolate(first, second, 0.5, normalization="minmax", union=True)["q"])
   # first: a 3, b 1, c 1 (its floor) -> 1, 0, 0; second: b 4, c 2, a 2 (floor) -> 0, 1, 0
   assert fused == {"a": 0.5, "b": 0.5, "c": 0.0}
+  # a query one first stage matched nothing for (absent from its file) keeps the other's ranking
+  fused = interpolate(first, {"q": second["q"], "r": [("x", 1.0), ("y", 3.0)]}, 0.5,
+                      normalization="minmax", union=True)
+  assert [d for d, _ in fused["r"]] == ["y", "x"]
 
 
 # ------------------------------------------------------------------------- the index, end to end
@@ -181,7 +185,7 @@ def test_exact_flat_and_hnsw_search_agree_with_numpy(tmp_path, weighting):
   vectors = retriever.vectors
   np.testing.assert_array_equal(vectors[3], 0)  # the empty document
   assert np.isfinite(vectors).all()
-  queries = {"q1": "car insurance", "q2": "death benefit pays", "q3": "zzz"}
+  queries = {"q1": "car insurance", "q2": "death benefit pays", "q3": "annuity"}
   encoder = load_encoder(embeddings_dir(tmp_path), weighting=weighting,
                          idf_texts=list(TEXTS.values()))
   q = encoder.encode(list(queries.values()), "query")
@@ -196,6 +200,7 @@ def test_exact_flat_and_hnsw_search_agree_with_numpy(tmp_path, weighting):
       assert [d for d, _ in run[qid]] == order, search
       np.testing.assert_allclose([s for _, s in run[qid]], sorted(expected[i], reverse=True)[:5],
                                  atol=1e-5)
+  assert retriever.retrieve({"q": "zzz unknown"}, k=5) == {"q": []}  # nothing to match
 
 
 def test_index_resumes_and_refuses_another_encoder(tmp_path, monkeypatch):
@@ -283,6 +288,9 @@ def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
               str(tmp_path / "queries.tsv"), "--output", str(tmp_path / "x.run")])
   with pytest.raises(ValueError, match="trained dual encoder"):
     load_encoder(f"{model_dir}/final", weighting="idf")
+  with pytest.raises(ValueError, match="evaluation reads en ones"):
+    dual.DualEncoder(config).check("insuranceqa_zh", trainer.Init(), trainer.Optimization(
+        dropout_rate=0.0), trainer.Loop(eval_fn=dual.InBatchEval(batch_size=2, data=data)))
 
 
 def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):

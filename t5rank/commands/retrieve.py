@@ -42,7 +42,8 @@ def add_parser(subparsers) -> None:
                  help="with --dense: exact (matrix product on the device), flat (faiss "
                       "IndexFlatIP) or hnsw (faiss HNSW, approximate) (default exact)")
   p.add_argument("--ef-search", type=positive_int, default=128,
-                 help="with --search hnsw: HNSW's efSearch (default 128, at least k)")
+                 help="with --search hnsw: HNSW's efSearch, raised to k when smaller (default "
+                      "128; with the default k 1000, efSearch is 1000)")
   p.add_argument("--fb-docs", type=positive_int, default=RM3.fb_docs, help="RM3 feedback documents (10)")
   p.add_argument("--fb-terms", type=positive_int, default=RM3.fb_terms, help="RM3 feedback terms (10)")
   p.add_argument("--original-weight", type=float, default=RM3.original_weight,
@@ -60,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
                              "--dense": args.dense})
   if not args.dense and not args.corpus:
     raise SystemExit("t5rank retrieve: --corpus is required (except with --dense INDEX)")
-  if (args.encoder or args.search != "exact") and not args.dense:
-    raise SystemExit("t5rank retrieve: --encoder and --search are options of --dense")
+  if (args.encoder or args.search != "exact" or args.ef_search != 128) and not args.dense:
+    raise SystemExit("t5rank retrieve: --encoder, --search and --ef-search are options of --dense")
   logging.basicConfig(level=logging.INFO, format="%(message)s")
   logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   start = time.perf_counter()

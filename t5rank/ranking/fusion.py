@@ -54,6 +54,9 @@ def interpolate(first: Run, second: Run, weight: float, *, normalization: str = 
     raise ValueError(f"weight must be in [0, 1], got {weight}")
   check_finite_run(first, "the first run")
   check_finite_run(second, "the second run")
+  if union:  # a first stage writes nothing for a query it matched no document to
+    first = {q: first.get(q, []) for q in set(first) | set(second)}
+    second = {q: second.get(q, []) for q in first}
   if set(first) != set(second):
     only = sorted(set(first) ^ set(second))
     raise ValueError(f"the runs rank different queries (e.g. {only[:3]}); fuse runs of the same "

@@ -10,8 +10,10 @@ al. 2018, section 3: end-to-end retrieval in continuous space). A `Retriever` li
       flat    faiss IndexFlatIP: exhaustive too, on faiss's CPU kernels
       hnsw    faiss IndexHNSWFlat (inner product): approximate, `ef_search` trades speed for recall
 
-A query encoded by another encoder than the index's is refused (fingerprints differ). Ties are
-broken by document id, as in every t5rank run.
+A query encoded by another encoder than the index's is refused (fingerprints differ). A query with
+no known word (the zero vector) retrieves nothing, as BM25 does. Within the top k, ties are broken by
+document id, as in every t5rank run; which of several documents tied exactly at the k-th score
+make the cut is the search's choice (by corpus position for exact and flat search).
 """
 
 from __future__ import annotations
@@ -191,9 +193,10 @@ class DenseRetriever(Retriever):
     if k == 0 or not qids:
       return {q: [] for q in qids}
     scores, rows = self.search_vectors(vectors, k)
+    known = np.abs(vectors).sum(1) > 0  # a query with no known word has nothing to match
     run: Run = {}
-    for qid, s, r in zip(qids, scores, rows):
-      hits = [(self.docids[i], float(v)) for i, v in zip(r.tolist(), s.tolist()) if i >= 0]
+    for qid, s, r, ok in zip(qids, scores, rows, known):
+      hits = [(self.docids[i], float(v)) for i, v in zip(r.tolist(), s.tolist()) if i >= 0 and ok]
       run[qid] = sorted(hits, key=lambda h: (-h[1], h[0]))
     return run
 

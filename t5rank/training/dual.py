@@ -27,7 +27,7 @@ import optax
 from t5rank.models import dual_encoder
 from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
 from t5rank.models.words import WordVocabulary, load_words
-from t5rank.training.trainable import DatasetFn, Trainable
+from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
 
 MODEL_NAME, T5_MODEL_NAME = "dual_encoder", "t5_dual_encoder"
 LENGTH_BUCKET = 32
@@ -66,7 +66,8 @@ def distinct_batches(pairs: Sequence[tuple[int, int]], batch_size: int, seed: in
   """Endless batches of indices into `pairs` ((question, answer) keys), epoch after epoch in a
   seeded order, no question and no answer twice in a batch: a pair that would repeat one waits
   (first in line) for the next batch. Every pair comes once per epoch, up to those still waiting
-  at the epoch's end, which open the next."""
+  at the epoch's end, which open the next (and come again in its own order: such a pair is seen
+  twice in quick succession)."""
   distinct = min(len({q for q, _ in pairs}), len({a for _, a in pairs}))
   if not 0 < batch_size <= distinct:
     raise ValueError(f"batch_size {batch_size}: the pairs hold {distinct} distinct questions or "
@@ -171,13 +172,14 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
                   if data.negatives[q] else rng.integers(len(data.answers)) for q, _ in chosen]
       labels += [0] * len(chosen)
     mine = slice(shard_index * rows, (shard_index + 1) * rows)
-    batch = {"query": encoder([data.questions[q] for q in questions[mine]],
-                              config.max_query_length),
-             "document": encoder([data.answers[a] for a in answers[mine]],
-                                 config.max_document_length)}
+    # The whole global batch is encoded (cached per text), so that every host pads to one width.
+    batch = {"query": encoder([data.questions[q] for q in questions],
+                              config.max_query_length)[mine],
+             "document": encoder([data.answers[a] for a in answers],
+                                 config.max_document_length)[mine]}
     if labelled:
       batch["label"] = np.asarray(labels[mine], np.int32)
-    if step == start_step and isinstance(encoder, Encoder):
+    if step == start_step and type(encoder) is Encoder:
       print(f"dual encoder training data: {100.0 * encoder.oov / max(encoder.words, 1):.2f}% of "
             "the first batch's words are out of vocabulary (left out of the average)", flush=True)
     step += 1
@@ -201,10 +203,14 @@ class DualEncoder(Trainable):
     self.vocabulary = load_words(config)
 
   def check(self, task_name: str, init, optimization, loop) -> None:
-    del loop
     if task_name not in PAIR_SOURCES:
       raise ValueError(f"the dual encoder trains on InsuranceQA pairs {PAIR_SOURCES}, got "
                        f"{task_name!r}")
+    language = task_name.rsplit("_", 1)[1]
+    evaluated = getattr(loop.eval_fn, "language", language)
+    if evaluated != language:
+      raise ValueError(f"task {task_name} trains on {language} pairs but the evaluation reads "
+                       f"{evaluated} ones; set LANGUAGE = {language!r} in the run gin")
     if init.term_matching_heads:
       raise ValueError("term_matching_heads is a T5 initialization; the dual encoder has no heads")
     if optimization.dropout_rate:
@@ -220,8 +226,10 @@ class DualEncoder(Trainable):
 
     if native.is_native_checkpoint(init.checkpoint):
       config, loaded = native.restore_model(init.checkpoint, DualEncoderConfig)
-      if config.replace(loss=self.config.loss) != self.config:
-        raise ValueError(f"{init.checkpoint} is a dual encoder of another configuration")
+      shape = ("vocabulary_sha256", "vocab_size", "embedding_dim", "shared")
+      if any(getattr(config, f) != getattr(self.config, f) for f in shape):
+        raise ValueError(f"{init.checkpoint} is a dual encoder of another word list or shape "
+                         f"({', '.join(shape)} differ)")
       return loaded
     vocabulary, vectors = load_embeddings(init.checkpoint)
     if vocabulary.sha256 != self.vocabulary.sha256 or vectors.shape[1] != self.config.embedding_dim:
@@ -252,13 +260,7 @@ class DualEncoder(Trainable):
     def dataset(task_name: str, *, batch_size: int, feature_lengths: Mapping[str, int], seed: int,
                 start_step: int = 0, pack: bool = False, shard_index: int = 0,
                 num_shards: int = 1):
-      if pack:
-        raise ValueError("dual encoder batches are pairs; PACK must be False")
-      wanted = {"query": self.config.max_query_length,
-                "document": self.config.max_document_length}
-      if dict(feature_lengths) != wanted:
-        raise ValueError(f"the dual encoder's feature lengths are its config's {wanted}, got "
-                         f"{dict(feature_lengths)}")
+      query_document_lengths("the dual encoder", self.config, feature_lengths, pack)
       return pair_batches(Pairs.insuranceqa("train", task_name.rsplit("_", 1)[1]),
                           self.text_encoder(), self.config, batch_size=batch_size, seed=seed,
                           start_step=start_step, shard_index=shard_index, num_shards=num_shards)
@@ -346,6 +348,7 @@ class InBatchEval:
 
   def __init__(self, split: str = "validation", batch_size: int = 1000, language: str = "en",
                max_batches: int = 4, data: Optional[Pairs] = None):
+    self.language = language
     self.data = data if data is not None else Pairs.insuranceqa(split, language)
     order = distinct_batches(self.data.pairs, batch_size, seed=0)
     total = len(self.data.pairs) // batch_size

@@ -25,7 +25,7 @@ import optax
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.tk_reranker import TK
 from t5rank.models.words import UNK_ID, WordVocabulary, load_words
-from t5rank.training.trainable import DatasetFn, Trainable
+from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
 
 
 def _insuranceqa(language: str):
@@ -177,13 +177,7 @@ class PairwiseTK(Trainable):
     def dataset(task_name: str, *, batch_size: int, feature_lengths: Mapping[str, int], seed: int,
                 start_step: int = 0, pack: bool = False, shard_index: int = 0,
                 num_shards: int = 1):
-      if pack:
-        raise ValueError("TK batches are triples of their own lengths; PACK must be False")
-      wanted = {"query": self.config.max_query_length,
-                "document": self.config.max_document_length}
-      if dict(feature_lengths) != wanted:
-        raise ValueError(f"TK's feature lengths are its config's {wanted}, got "
-                         f"{dict(feature_lengths)}")
+      wanted = query_document_lengths("TK", self.config, feature_lengths, pack)
       return tk_batches(SOURCES[task_name](), self.vocabulary, batch_size=batch_size,
                         query_length=wanted["query"], document_length=wanted["document"],
                         seed=seed, start_step=start_step, shard_index=shard_index,

@@ -64,6 +64,20 @@ class Trainable(abc.ABC):
     return type(self.config).from_json(saved_json) == self.config
 
 
+def query_document_lengths(model: str, config, feature_lengths: Mapping[str, int],
+                           pack: bool) -> dict[str, int]:
+  """The {query, document} lengths of a model that trains on unpacked (query, document...) rows
+  (TK, the dual encoder): its config's, which `feature_lengths` must repeat."""
+  if pack:
+    raise ValueError(f"{model} batches hold queries and documents of their own lengths; PACK must "
+                     "be False")
+  wanted = {"query": config.max_query_length, "document": config.max_document_length}
+  if dict(feature_lengths) != wanted:
+    raise ValueError(f"{model}'s feature lengths are its config's {wanted}, got "
+                     f"{dict(feature_lengths)}")
+  return wanted
+
+
 def trainable_for(config, optimization) -> Trainable:
   """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
   `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `PairwiseTK` for a `TKConfig`
