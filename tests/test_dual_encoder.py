@@ -336,3 +336,19 @@ def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):
                    "--output", str(tmp_path / "index")]) == 0
   vectors = np.load(tmp_path / "index" / "vectors.npy")
   np.testing.assert_allclose(vectors, trained.encode(texts, "document"), atol=1e-5)
+
+
+def test_retrieve_tfidf_through_the_cli_and_dense_options_without_an_index(tmp_path):
+  from t5rank import cli
+  queries = tmp_path / "queries.tsv"
+  queries.write_text("q1\tcar deductible\n")
+  out = tmp_path / "tfidf.run"
+  assert cli.main(["retrieve", "--tfidf", "--corpus", corpus_file(tmp_path), "--queries",
+                   str(queries), "--output", str(out), "--k", "2"]) == 0
+  lines = [line.split() for line in out.read_text().splitlines()]
+  assert [line[2] for line in lines] == ["d5", "d1"] and lines[0][-1] == "tfidf"
+  with pytest.raises(SystemExit, match="options of --dense"):
+    cli.main(["retrieve", "--corpus", corpus_file(tmp_path), "--queries", str(queries),
+              "--output", str(out), "--search", "hnsw"])
+  with pytest.raises(SystemExit, match="--corpus is required"):
+    cli.main(["retrieve", "--queries", str(queries), "--output", str(out)])
