@@ -35,23 +35,29 @@ def cli(*argv: str) -> str:
 
 
 def rerank(checkpoint: str, files: dict, out: str, runs: dict, names: list, report: dict) -> str:
-  """Each run of `names` cut to its top 100 and reranked by `checkpoint` (whole answers); the
-  evaluation of the cut runs and the reranked ones, against BM25's top 100 reranked."""
+  """Each run of `names` cut to its top 100, its candidates given their BM25 scores (`t5rank
+  retrieve --candidates`: the demo's monoT5 reads the BM25 score from the candidates run, and a
+  dense run's scores are cosines), then reranked by `checkpoint` (whole answers); the evaluation of
+  the reranked runs, the cut runs and the cut runs in BM25 order."""
   from t5rank.data.readers import read_run, write_run
 
-  reranked = []
+  reranked, tops, bm25_order = [], [], []
   for name in names:
     top = os.path.join(out, f"{name}_top100.run")
     write_run(top, {q: c[:100] for q, c in read_run(runs[name]).items()}, tag=name)
-    path = os.path.join(out, f"{name}_top100_monot5.run")
+    scored = os.path.join(out, f"{name}_top100_bm25scores.run")
+    cli("retrieve", "--corpus", files["corpus.jsonl"], "--queries", files["queries.tsv"],
+        "--candidates", top, "--output", scored)
+    path = os.path.join(out, f"{name}_top100_bm25scores_monot5.run")
     start = time.perf_counter()
     cli("score", "--checkpoint", checkpoint, "--queries", files["queries.tsv"], "--corpus",
-        files["corpus.jsonl"], "--run", top, "--output", path, "--window", "0")
+        files["corpus.jsonl"], "--run", scored, "--output", path, "--window", "0")
     report["timings"][f"rerank/{name}"] = {"seconds": time.perf_counter() - start}
     reranked.append(path)
-  tops = [os.path.join(out, f"{n}_top100.run") for n in names]
+    tops.append(top)
+    bm25_order.append(scored)
   return cli("evaluate", "--qrels", files["qrels.txt"], "--metrics", METRICS,
-             reranked[0], *reranked[1:], *tops)
+             *reranked, *tops, *bm25_order[1:])
 
 
 def ann_report(qrels_path: str, runs: dict, name: str) -> str:

@@ -60,6 +60,22 @@ def _average(table, ids, weights, normalize=True):
   return unit(vectors) if normalize else vectors
 
 
+def _check_side(side: str) -> None:
+  if side not in SIDES:
+    raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+
+
+def _by_length(rows: Sequence[np.ndarray], dim: int, chunk: int, fn) -> np.ndarray:
+  """(len(rows), dim) float32 of `fn` over the id rows, taken in chunks of `chunk` rows of
+  similar length (sorted by length, each chunk padded to its longest), in the rows' order."""
+  out = np.zeros((len(rows), dim), np.float32)
+  order = np.argsort([len(r) for r in rows], kind="stable")
+  for start in range(0, len(rows), chunk):
+    picked = order[start:start + chunk]
+    out[picked] = np.asarray(fn(_padded([rows[i] for i in picked])))
+  return out
+
+
 def _padded(rows: Sequence[np.ndarray], bucket: int = 32) -> np.ndarray:
   width = max(bucket, -(-max((len(r) for r in rows), default=1) // bucket) * bucket)
   ids = np.zeros((len(rows), width), np.int32)
@@ -86,15 +102,10 @@ class WordAverage(TextEncoder):
                              b"" if weights is None else np.asarray(weights, np.float32).tobytes())
 
   def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
-    if side not in SIDES:
-      raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-    out = np.zeros((len(texts), self.dim), np.float32)
-    for start in range(0, len(texts), CHUNK):
-      rows = [self.vocabulary.encode(t, self.max_lengths[side])[0]
-              for t in texts[start:start + CHUNK]]
-      out[start:start + len(rows)] = np.asarray(
-          _average(self.tables[side], _padded(rows), self.weights))
-    return out
+    _check_side(side)
+    rows = [self.vocabulary.encode(t, self.max_lengths[side])[0] for t in texts]
+    return _by_length(rows, self.dim, CHUNK,
+                      lambda ids: _average(self.tables[side], ids, self.weights))
 
 
 def idf_weights(vocabulary, texts: Sequence[str]) -> np.ndarray:
@@ -127,17 +138,13 @@ class T5Mean(TextEncoder):
                              *(np.asarray(x).tobytes() for x in leaves))
 
   def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
-    if side not in SIDES:
-      raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-    out = np.zeros((len(texts), self.dim), np.float32)
     from t5rank.models.vocab import EOS_ID
-    for start in range(0, len(texts), CHUNK // 4):
-      length = self.max_lengths[side]
-      rows = [np.asarray(list(self.vocab.encode(t))[:length - 1] + [EOS_ID], np.int32)
-              for t in texts[start:start + CHUNK // 4]]
-      out[start:start + len(rows)] = np.asarray(
-          _t5_mean(self.params, _padded(rows), config=self.config))
-    return out
+    _check_side(side)
+    length = self.max_lengths[side]
+    rows = [np.asarray(ids[:length - 1] + [EOS_ID], np.int32)
+            for ids in self.vocab.encode_batch(list(texts))]
+    return _by_length(rows, self.dim, CHUNK // 4,
+                      lambda ids: _t5_mean(self.params, ids, config=self.config))
 
 
 @functools.partial(jax.jit, static_argnames="config")
