@@ -52,7 +52,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  import bm25s  # sets its logger to DEBUG when imported
   from t5rank.data.readers import check_run_id, read_corpus, read_queries, read_run, write_run
 
   refuse_overwriting_inputs("retrieve", {"--output": args.output},
@@ -64,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
   if (args.encoder or args.search != "exact" or args.ef_search != 128) and not args.dense:
     raise SystemExit("t5rank retrieve: --encoder, --search and --ef-search are options of --dense")
   logging.basicConfig(level=logging.INFO, format="%(message)s")
-  logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   start = time.perf_counter()
   try:
     corpus = read_corpus(args.corpus) if args.corpus else None
@@ -101,6 +99,8 @@ def _retriever(args: argparse.Namespace, corpus):
     from t5rank.retrieval.tfidf import TfIdf
     retriever = TfIdf.build(corpus)
     return retriever, f"{len(corpus)} documents, {retriever.matrix.shape[1]} terms (TF-IDF)"
+  import bm25s  # sets its logger to DEBUG when imported
+  logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight) if args.rm3 else None
   retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.language, rm3=rm3)
   return retriever, f"{len(corpus)} documents, {len(retriever.index.vocab)} terms"

@@ -24,6 +24,7 @@ import json
 import math
 import logging
 import os
+import shutil
 import re
 import tempfile
 from typing import IO, Callable, Iterator, Mapping, Sequence
@@ -317,6 +318,24 @@ def atomic_write(path: str, mode: str = "w") -> Iterator[IO]:
     with contextlib.suppress(FileNotFoundError):
       os.remove(tmp)
     raise
+
+
+@contextlib.contextmanager
+def atomic_directory(directory: str) -> Iterator[str]:
+  """Yields a fresh temporary directory beside `directory`; when the block succeeds it replaces
+  `directory` (an old one is removed first), when it fails it is removed: `directory` is never
+  half-written."""
+  temporary = directory.rstrip(os.sep) + ".tmp"
+  shutil.rmtree(temporary, ignore_errors=True)
+  os.makedirs(temporary)
+  try:
+    yield temporary
+  except BaseException:
+    shutil.rmtree(temporary, ignore_errors=True)
+    raise
+  if os.path.exists(directory):
+    shutil.rmtree(directory)
+  os.rename(temporary, directory)
 
 
 def _run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iterator[str]:

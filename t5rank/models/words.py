@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import zlib
 from typing import Iterable, Optional, Sequence
 
@@ -149,19 +148,16 @@ def save_embeddings(directory: str, vocabulary: WordVocabulary, vectors: np.ndar
                     settings: dict) -> None:
   """Writes words.tsv, vectors.npy and embeddings.json into `directory` (built in a temporary
   directory beside it, then renamed: an interrupted run leaves no half-written directory)."""
+  from t5rank.data.readers import atomic_directory
+
   if vectors.shape[0] != vocabulary.size:
     raise ValueError(f"{vectors.shape[0]} vectors for a vocabulary of {vocabulary.size} ids")
-  temporary = directory.rstrip(os.sep) + ".tmp"
-  shutil.rmtree(temporary, ignore_errors=True)
-  os.makedirs(temporary)
-  vocabulary.save(os.path.join(temporary, WORDS_FILE))
-  np.save(os.path.join(temporary, VECTORS_FILE), vectors.astype(np.float32))
-  with open(os.path.join(temporary, SETTINGS_FILE), "w") as f:
-    json.dump(dict(settings, vocabulary_sha256=vocabulary.sha256, terms=len(vocabulary.terms),
-                   dim=int(vectors.shape[1])), f, indent=1)
-  if os.path.exists(directory):
-    shutil.rmtree(directory)
-  os.rename(temporary, directory)
+  with atomic_directory(directory) as temporary:
+    vocabulary.save(os.path.join(temporary, WORDS_FILE))
+    np.save(os.path.join(temporary, VECTORS_FILE), vectors.astype(np.float32))
+    with open(os.path.join(temporary, SETTINGS_FILE), "w") as f:
+      json.dump(dict(settings, vocabulary_sha256=vocabulary.sha256, terms=len(vocabulary.terms),
+                     dim=int(vectors.shape[1])), f, indent=1)
 
 
 def load_embeddings(directory: str) -> tuple[WordVocabulary, np.ndarray]:

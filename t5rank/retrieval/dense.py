@@ -21,12 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Document, Run, atomic_write, document_text
+from t5rank.data.readers import Document, Run, atomic_directory, atomic_write, document_text
 from t5rank.retrieval.base import Retriever
 from t5rank.retrieval.encoders import TextEncoder, load_encoder
 
@@ -133,24 +132,19 @@ class DenseRetriever(Retriever):
     self.settings.update(hnsw_m=m, ef_construction=ef_construction)
 
   def save(self, directory: str) -> None:
-    temporary = directory.rstrip(os.sep) + ".tmp"
-    shutil.rmtree(temporary, ignore_errors=True)
-    os.makedirs(temporary)
-    np.save(os.path.join(temporary, VECTORS_FILE), self.vectors)
-    with open(os.path.join(temporary, DOCIDS_FILE), "w", encoding="utf-8") as f:
-      f.writelines(d + "\n" for d in self.docids)
-    weights = getattr(self.encoder, "weights", None)
-    if weights is not None:
-      np.save(os.path.join(temporary, WEIGHTS_FILE), np.asarray(weights))
-    if self.hnsw is not None:
-      import faiss
-      faiss.write_index(self.hnsw, os.path.join(temporary, HNSW_FILE))
-    with open(os.path.join(temporary, INDEX_FILE), "w") as f:
-      json.dump(dict(self.settings, documents=len(self.docids), **self.encoder.describe()), f,
-                indent=1)
-    if os.path.exists(directory):
-      shutil.rmtree(directory)
-    os.rename(temporary, directory)
+    with atomic_directory(directory) as temporary:
+      np.save(os.path.join(temporary, VECTORS_FILE), self.vectors)
+      with open(os.path.join(temporary, DOCIDS_FILE), "w", encoding="utf-8") as f:
+        f.writelines(d + "\n" for d in self.docids)
+      weights = getattr(self.encoder, "weights", None)
+      if weights is not None:
+        np.save(os.path.join(temporary, WEIGHTS_FILE), np.asarray(weights))
+      if self.hnsw is not None:
+        import faiss
+        faiss.write_index(self.hnsw, os.path.join(temporary, HNSW_FILE))
+      with open(os.path.join(temporary, INDEX_FILE), "w") as f:
+        json.dump(dict(self.settings, documents=len(self.docids), **self.encoder.describe()), f,
+                  indent=1)
 
   @classmethod
   def load(cls, directory: str, *, encoder_path: Optional[str] = None,

@@ -8,12 +8,11 @@ seconds."""
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Mapping, Optional
 
 import numpy as np
 
-from t5rank.data.readers import Document, Run, document_text
+from t5rank.data.readers import Document, Run, atomic_directory, document_text
 from t5rank.retrieval.base import Retriever
 
 TOKEN_PATTERN = r"(?u)\w+"
@@ -53,16 +52,11 @@ class TfIdf(Retriever):
     import joblib
     import scipy.sparse
 
-    temporary = directory.rstrip(os.sep) + ".tmp"
-    shutil.rmtree(temporary, ignore_errors=True)
-    os.makedirs(temporary)
-    joblib.dump(self.vectorizer, os.path.join(temporary, "vectorizer.joblib"))
-    scipy.sparse.save_npz(os.path.join(temporary, "matrix.npz"), self.matrix)
-    with open(os.path.join(temporary, "docids.txt"), "w", encoding="utf-8") as f:
-      f.writelines(d + "\n" for d in self.docids)
-    if os.path.exists(directory):
-      shutil.rmtree(directory)
-    os.rename(temporary, directory)
+    with atomic_directory(directory) as temporary:
+      joblib.dump(self.vectorizer, os.path.join(temporary, "vectorizer.joblib"))
+      scipy.sparse.save_npz(os.path.join(temporary, "matrix.npz"), self.matrix)
+      with open(os.path.join(temporary, "docids.txt"), "w", encoding="utf-8") as f:
+        f.writelines(d + "\n" for d in self.docids)
 
   def retrieve(self, queries: Mapping[str, str], *, k: int = 1000,
                candidates: Optional[Run] = None) -> Run:
