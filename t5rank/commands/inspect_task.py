@@ -1,9 +1,12 @@
 """`t5rank inspect-task NAME`: print a few examples of a SeqIO task exactly as the model gets them.
 
 The first triples of the split, in source order, each as its positive then its negative example.
-For each example: the input text, the target text, and the token ids with their pieces, e.g.
+For each example: the input text, the target text, and the token ids with their pieces. A
+pre-training task (span corruption) shows its first examples: inputs and targets decoded, sentinels
+as `<extra_id_N>`, with `--max_length` the inputs length (the targets length follows from it), e.g.
 
     t5rank inspect-task insuranceqa_en_monot5_hot_cold --split validation --n 2
+    t5rank inspect-task insuranceqa_en_8k_span_corruption --split validation --max_length 128
     t5rank inspect-task msmarco_passage_monot5_true_false \
         --gin_param="msmarco_passage_triples.path = '/data/msmarco/triples.train.small.tsv'"
 """
@@ -32,12 +35,23 @@ def run(args: argparse.Namespace) -> int:
 
   import t5rank.tasks  # noqa: F401  (registers the tasks)
   from t5rank.data.preprocessors import features_vocabulary
+  from t5rank.data.seqio_tasks import task_target_words
+  from t5rank.data.span_corruption import random_spans_helper
 
   gin.parse_config_files_and_bindings(args.gin_file, args.gin_param)
   task = seqio.get_mixture_or_task(args.name)
   if args.split not in task.splits:
     raise SystemExit(f"{args.name} has no split {args.split!r}; it has {list(task.splits)}")
   vocab = features_vocabulary(task.output_features)
+  if task_target_words(args.name) is None:  # pre-training: span corruption
+    lengths = {"inputs": args.max_length, "targets": random_spans_helper(args.max_length)[1]}
+    dataset = task.get_dataset(lengths, split=args.split, shuffle=False, seed=args.seed)
+    for i, ex in enumerate(dataset.take(args.n).as_numpy_iterator()):
+      print(f"--- example {i}")
+      for feature in ("inputs", "targets"):
+        ids = [int(t) for t in ex[feature]]
+        print(f"{feature} ({len(ids)} ids): {vocab.decode(ids)}")
+    return 0
   dataset = task.get_dataset({"inputs": args.max_length, "targets": 2}, split=args.split,
                              shuffle=False, seed=args.seed)
   for i, ex in enumerate(dataset.take(args.n).as_numpy_iterator()):

@@ -10,6 +10,9 @@ Vocabularies by name (`VOCABULARIES`; anything else is a path to a SentencePiece
   t5                  T5's 32,000 pieces + 100 sentinels (the default)
   insuranceqa_en_8k   8,000 pieces of InsuranceQA's English answers and training queries, no
                       sentinels (scripts/make_insuranceqa_vocab.py)
+  insuranceqa_en_8k_sentinels  the same 8,000 pieces + 100 sentinels (ids 8,000-8,099,
+                      `<extra_id_0>` = 8,099), for span-corruption pre-training; a model pre-trained
+                      on it fine-tunes on the `_8k` tasks (same pieces, same ids)
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 DEFAULT_SPM_PATH = os.path.join(DATA_DIR, "t5_spiece.model")
 DEFAULT_VOCABULARY = "t5"
 # name -> (SentencePiece model, extra ids). T5's sentinels serve its span-corruption pre-training;
-# a vocabulary trained for monoT5 from scratch needs none.
+# a vocabulary trained for monoT5 from scratch needs none, one for pre-training needs them.
 VOCABULARIES: dict[str, tuple[str, int]] = {
     "t5": (DEFAULT_SPM_PATH, DEFAULT_EXTRA_IDS),
     "insuranceqa_en_8k": (os.path.join(DATA_DIR, "insuranceqa_en_8k.model"), 0),
+    "insuranceqa_en_8k_sentinels": (os.path.join(DATA_DIR, "insuranceqa_en_8k.model"),
+                                    DEFAULT_EXTRA_IDS),
 }
 
 
