@@ -1,7 +1,11 @@
-"""The training input pipeline: class-balanced, deterministic for a seed, resumable at any step.
+"""The T5 training input pipelines: deterministic for a seed, resumable at any step.
 
+monoT5 (`training_dataset`), class-balanced:
     triples (seeded order, skipped to the start step) -> shard -> positive, negative, positive, ...
       -> monoT5 ids -> EncDecFeatureConverter (optional packing) -> batches of numpy arrays
+Pre-training and other seq2seq tasks (`text_to_text_dataset`):
+    the task's seeded SeqIO pipeline (e.g. span corruption) -> EncDecFeatureConverter -> batches
+`seq2seq_dataset` picks one by the task.
 """
 
 from __future__ import annotations
@@ -78,3 +82,38 @@ def training_dataset(task_name: str, *, batch_size: int, feature_lengths: Mappin
   options = tf.data.Options()
   options.deterministic = True
   return batches.with_options(options).prefetch(2).as_numpy_iterator()
+
+
+def text_to_text_dataset(task_name: str, *, batch_size: int, feature_lengths: Mapping[str, int],
+                         seed: int, start_step: int = 0, pack: bool = False, shard_index: int = 0,
+                         num_shards: int = 1, split: str = "train") -> Iterator[dict[str, np.ndarray]]:
+  """Endless training batches of a registered seq2seq task that is not monoT5's (T5's span
+  corruption, `t5rank.data.span_corruption`): the task's own pipeline (`Task.get_dataset`, shuffled
+  and its random spans drawn from `seed`, repeated epoch after epoch), then the
+  EncDecFeatureConverter (optional packing) and batches of `batch_size // num_shards` rows. The
+  same arguments give the same batches; a resumed run rebuilds the stream and drops the
+  `start_step` batches before it (this takes time, nothing goes into the checkpoint)."""
+  import seqio
+  import tensorflow as tf
+
+  if batch_size <= 0 or batch_size % num_shards:
+    raise ValueError(f"batch_size {batch_size} must be a positive multiple of num_shards {num_shards}")
+  task = seqio.get_mixture_or_task(task_name)
+  examples = task.get_dataset(sequence_length=dict(feature_lengths), split=split, shuffle=True,
+                              seed=seed, shard_info=seqio.ShardInfo(shard_index, num_shards),
+                              num_epochs=None)
+  converter = seqio.EncDecFeatureConverter(pack=pack)
+  batches = converter(examples, feature_lengths).batch(batch_size // num_shards, drop_remainder=True)
+  options = tf.data.Options()
+  options.deterministic = True
+  return batches.skip(start_step).with_options(options).prefetch(2).as_numpy_iterator()
+
+
+def seq2seq_dataset(task_name: str, **kwargs) -> Iterator[dict[str, np.ndarray]]:
+  """`training_dataset` for a monoT5 task (it has target words), `text_to_text_dataset` for any
+  other registered task (pre-training): the T5 trainer's data."""
+  from t5rank.data.seqio_tasks import task_target_words
+
+  if task_target_words(task_name) is not None:
+    return training_dataset(task_name, **kwargs)
+  return text_to_text_dataset(task_name, **kwargs)

@@ -1,8 +1,10 @@
-"""monoT5 training: T5 with token cross-entropy on the target word, a `Trainable` for the trainer.
+"""T5 training (monoT5 fine-tuning, span-corruption pre-training): token cross-entropy, a `Trainable`.
 
-    SeqIO task rows (encoder inputs, decoder targets "true"/"false" + EOS, optionally packed)
+    SeqIO task rows (encoder inputs, decoder targets, optionally packed): monoT5's "true"/"false" +
+    EOS, or span corruption's sentinels and noise spans
       -> T5 forward with dropout -> token cross-entropy (+ z-loss) over the target tokens
-      -> metrics: loss, accuracy of the first target token (the target word)
+      -> metrics: loss, accuracy of the first target token (monoT5: the target word), accuracy over
+         all target tokens
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ def cross_entropy(logits: jax.Array, targets: jax.Array,
 
 def loss_and_metrics(params, batch: Batch, *, config: T5Config, dropout_rng: Optional[jax.Array],
                      z_loss: float = 0.0) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """Mean token loss over `decoder_loss_weights`, and the accuracy of the first target token (the
-  target word) of every example. Packed rows (segment ids and positions given) give the same values
+  """Mean token loss over `decoder_loss_weights`, the accuracy of the first target token (the
+  target word) of every example and the accuracy over all target tokens. Packed rows (segment ids and positions given) give the same values
   as the same examples unpacked. Dropout is on when `dropout_rng` is given."""
   inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
   logits = T5(config).apply({"params": params}, **inputs, deterministic=dropout_rng is None,
@@ -49,7 +51,8 @@ def loss_and_metrics(params, batch: Batch, *, config: T5Config, dropout_rng: Opt
   first = ((positions == 0) & (weights > 0)).astype(jnp.float32)  # (B, T) the target word of each
   correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
   accuracy = jnp.sum(correct * first) / jnp.maximum(first.sum(), 1.0)
-  return loss, {"loss": loss, "accuracy": accuracy}
+  token_accuracy = jnp.sum(correct * weights) / jnp.maximum(weights.sum(), 1.0)
+  return loss, {"loss": loss, "accuracy": accuracy, "token_accuracy": token_accuracy}
 
 
 def batch_counts(batch: Batch) -> tuple[int, int]:
@@ -74,8 +77,33 @@ def check_vocabulary(vocab: Vocabulary, config: T5Config, task_name: str) -> Non
         f"config.get_config.vocab_size = {vocab.vocab_size})")
 
 
+def check_init_vocabulary(checkpoint: str, vocab: Vocabulary, task_name: str) -> None:
+  """Raises ValueError when the init checkpoint names a vocabulary (a t5rank checkpoint's shipped
+  file, a Hugging Face directory's spiece.model) whose pieces differ from the task's: the ids would
+  mean other words. Extra ids may differ (a model pre-trained with sentinels fine-tunes on a task
+  without them). A checkpoint that names none (t5x, Mesh TensorFlow) gets a warning."""
+  import logging
+
+  from t5rank.models.monot5 import scoring_settings
+
+  stored = scoring_settings(checkpoint)["vocabulary"]
+  if stored is None:
+    logging.getLogger(__name__).warning(
+        "init checkpoint %s names no vocabulary; task %s tokenizes with %s: make sure the model was "
+        "trained with it", checkpoint, task_name, vocab.path)
+    return
+  theirs = Vocabulary(stored, 0)
+  if theirs.sha256 != vocab.sha256:
+    raise ValueError(
+        f"vocabulary mismatch: init checkpoint {checkpoint} was trained with {stored} "
+        f"({theirs.base_vocab_size} pieces, sha256 {theirs.sha256[:12]}), task {task_name} "
+        f"tokenizes with {vocab.path} ({vocab.base_vocab_size} pieces, sha256 {vocab.sha256[:12]}); "
+        "fine-tune on a task with the checkpoint's vocabulary")
+
+
 class Seq2Seq(Trainable):
-  """monoT5's training: a T5 `config` on a SeqIO task whose targets are the relevance word."""
+  """T5's training on a SeqIO task: monoT5 (targets = the relevance word) or any other
+  text-to-text task such as span-corruption pre-training."""
 
   def __init__(self, config: T5Config, z_loss: float = 0.0):
     self.config = config
@@ -88,6 +116,8 @@ class Seq2Seq(Trainable):
     vocab = task_vocabulary(task_name)
     if vocab is not None:
       check_vocabulary(vocab, self.config, task_name)
+      if init.checkpoint is not None:
+        check_init_vocabulary(init.checkpoint, vocab, task_name)
       if hasattr(loop.eval_fn, "check_task"):
         loop.eval_fn.check_task(task_name, vocab, task_target_words(task_name),
                                 task_bm25_in_input(task_name))
@@ -118,26 +148,36 @@ class Seq2Seq(Trainable):
 
   def dataset_fn(self) -> DatasetFn:
     import t5rank.tasks  # noqa: F401  (registers the tasks)
-    from t5rank.data.training_data import training_dataset
-    return training_dataset
+    from t5rank.data.training_data import seq2seq_dataset
+    return seq2seq_dataset
+
+  def export_metadata(self, metadata: dict) -> dict:
+    """The final checkpoint's metadata: the run's plus the task's (`metadata["task_name"]`) target
+    words (`t5rank score` uses the same words) and BM25-input flag (it writes the candidates' BM25
+    scores into the inputs the same way)."""
+    from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words
+
+    task_name = metadata["task_name"]
+    targets = task_target_words(task_name)
+    if targets is not None:
+      metadata = dict(metadata, target_words=targets)
+    if task_bm25_in_input(task_name):
+      metadata = dict(metadata, bm25_in_input=True)
+    return metadata
 
   def export(self, directory: str, params, metadata: dict) -> None:
-    """A t5rank checkpoint with the task's (`metadata["task_name"]`) target words, BM25-input flag and vocabulary file
-    (copied in before config.json marks the checkpoint complete; metadata.json names it as
-    `vocabulary`, relative to the checkpoint, and `vocabulary_extra_ids`), so that `t5rank score`
-    tokenizes and scores as the training did."""
+    """A t5rank checkpoint with `export_metadata` and the task's vocabulary file (copied in before
+    config.json marks the checkpoint complete; metadata.json names it as `vocabulary`, relative to
+    the checkpoint, and `vocabulary_extra_ids`), so that `t5rank score` tokenizes and scores as the
+    training did."""
     import os
     import shutil
 
     from t5rank.checkpoints import save_checkpoint
-    from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
+    from t5rank.data.seqio_tasks import task_vocabulary
 
-    task_name = metadata["task_name"]
-    vocab, targets = task_vocabulary(task_name), task_target_words(task_name)
-    if targets is not None:
-      metadata = dict(metadata, target_words=targets)  # `t5rank score` uses the same words
-    if task_bm25_in_input(task_name):
-      metadata["bm25_in_input"] = True  # ... and writes the candidates' BM25 scores into inputs
+    vocab = task_vocabulary(metadata["task_name"])
+    metadata = self.export_metadata(metadata)
     if vocab is not None:
       name = os.path.basename(vocab.path)
       metadata = dict(metadata, vocabulary=name, vocabulary_extra_ids=vocab.extra_ids)

@@ -46,6 +46,19 @@ def adafactor(learning_rate: LearningRate) -> optax.GradientTransformation:
                          eps=1e-30, factored=True)
 
 
+def inverse_square_root(warmup_steps: int = 10_000, scale: float = 1.0) -> optax.Schedule:
+  """T5's pre-training schedule (Raffel et al. 2020, section 3.1.2): scale / sqrt(max(n, k)) at step
+  n with k = `warmup_steps` (T5: 1.0 / sqrt(max(n, 10^4)), i.e. 0.01 for the first 10^4 steps,
+  then decaying). Steps count from 0 here as in the trainer; step 0 and 1 both give 1/sqrt(k)."""
+  if warmup_steps < 1:
+    raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
+
+  def schedule(step):
+    return scale * jax.lax.rsqrt(jnp.maximum(jnp.asarray(step, jnp.float32), float(warmup_steps)))
+
+  return schedule
+
+
 def learning_rate_fn(learning_rate: LearningRate) -> optax.Schedule:
   return learning_rate if callable(learning_rate) else optax.constant_schedule(learning_rate)
 
@@ -144,7 +157,9 @@ class Progress:
     eta = ("?" if not self.timed_steps
            else _duration((self.train_steps - step) / scalars["steps_per_second"]))
     line = (f"step {step}/{self.train_steps}  loss {scalars['loss']:.4f}  "
-            f"acc {scalars['accuracy']:.3f}  lr {scalars['learning_rate']:.2e}  |  "
+            f"acc {scalars['accuracy']:.3f}  "
+            + (f"tok_acc {scalars['token_accuracy']:.3f}  " if "token_accuracy" in scalars else "")
+            + f"lr {scalars['learning_rate']:.2e}  |  "
             f"{scalars['examples_per_second']:.1f} ex/s  {scalars['tokens_per_second']:.0f} tok/s  |  "
             f"ETA {eta}")
     self.start = now
