@@ -302,3 +302,108 @@ def test_a_run_resumed_with_more_steps_exports_the_new_final(tmp_path):
   train_lib.train(**run_kwargs(model_dir, train_steps=6))
   assert native.read_metadata(os.path.join(model_dir, "final"))["step"] == 6
   assert native.read_metadata(os.path.join(model_dir, "final.step3"))["step"] == 3
+
+
+def test_pretraining_then_fine_tuning_from_it_and_a_vocabulary_mismatch_refused(tmp_path):
+  """Span corruption trains through the same trainer (its final/ ships the 8k vocabulary with 100
+  sentinels); a monoT5 task on the same pieces fine-tunes from it; a checkpoint whose vocabulary has
+  other pieces is refused before anything is written."""
+  import shutil
+
+  import t5rank.tasks  # noqa: F401
+  from t5rank.checkpoints import native
+  from t5rank.data.span_corruption import TextSource, register_span_corruption_task
+  from t5rank.models.vocab import DEFAULT_SPM_PATH
+  import seqio
+
+  name = "pretrain_trainer_test"
+  if name not in seqio.TaskRegistry.names():
+    docs = ["A deductible is what you pay first.", "Term life insurance lasts a set number of years.",
+            "Whole life insurance builds cash value."] * 10
+    register_span_corruption_task(name, TextSource(lambda split: docs, ["train"]),
+                                  "insuranceqa_en_8k_sentinels", shuffle_buffer_size=8)
+  config = CONFIG.replace(vocab_size=8100)
+  pretrained = str(tmp_path / "pretrain")
+  metrics = train_lib.train(**run_kwargs(
+      pretrained, model_config=config, task_name=name, dataset_fn=None, train_steps=3, pack=True,
+      feature_lengths={"inputs": 32, "targets": 8},
+      learning_rate=train_lib.inverse_square_root(warmup_steps=100)))
+  assert np.isfinite(metrics["loss"]) and 0 <= metrics["token_accuracy"] <= 1
+  final = os.path.join(pretrained, "final")
+  metadata = native.read_metadata(final)
+  assert (metadata["vocabulary"], metadata["vocabulary_extra_ids"]) == ("insuranceqa_en_8k.model", 100)
+  assert "target_words" not in metadata
+  tuned = str(tmp_path / "tuned")
+  train_lib.train(**run_kwargs(tuned, model_config=config, task_name=IQA_8K_TASK, dataset_fn=None,
+                               train_steps=1, feature_lengths={"inputs": 32, "targets": 2},
+                               init_checkpoint=final))
+  assert os.path.isdir(os.path.join(tuned, "final"))
+  other = str(tmp_path / "other_vocab")
+  shutil.copytree(final, other)
+  shutil.copyfile(DEFAULT_SPM_PATH, os.path.join(other, "insuranceqa_en_8k.model"))  # T5's pieces
+  with pytest.raises(ValueError, match="vocabulary mismatch: init checkpoint .*\\(32000 pieces.* task "
+                     f"{IQA_8K_TASK} tokenizes with .*insuranceqa_en_8k.model \\(8000 pieces"):
+    train_lib.train(**run_kwargs(str(tmp_path / "refused"), model_config=config,
+                                 task_name=IQA_8K_TASK, dataset_fn=None, init_checkpoint=other))
+  assert not (tmp_path / "refused").exists()
+
+
+def test_inverse_square_root_is_t5s_schedule():
+  schedule = train_lib.inverse_square_root()
+  assert float(schedule(0)) == pytest.approx(0.01)
+  assert float(schedule(10_000)) == pytest.approx(0.01)
+  assert float(schedule(40_000)) == pytest.approx(0.005)
+  assert float(train_lib.inverse_square_root(100, scale=2.0)(400)) == pytest.approx(0.1)
+  with pytest.raises(ValueError, match="warmup_steps must be >= 1"):
+    train_lib.inverse_square_root(0)
+
+
+def test_the_encoder_only_classifier_trains_exports_and_scores_as_defined(tmp_path):
+  """The "monoBERT" formulation on T5's encoder: trained by the same trainer on a monoT5 task
+  (labels from the target word), exported with model `classifier`, loaded by load_reranker, and its
+  score is log_softmax(h W + b)[relevant] of the encoder's first position, computed here by hand."""
+  import t5rank.tasks  # noqa: F401
+  from t5rank.checkpoints import native
+  from t5rank.models.classifier import Classifier, ClassifierConfig
+  from t5rank.models.network import T5
+  from t5rank.models.reranker import load_reranker
+
+  t5 = CONFIG.replace(vocab_size=8000)
+  config = ClassifierConfig(t5=t5)
+  model_dir = str(tmp_path / "classifier")
+  metrics = train_lib.train(**run_kwargs(model_dir, model_config=config, task_name=IQA_8K_TASK,
+                                         dataset_fn=None, train_steps=2,
+                                         feature_lengths={"inputs": 32, "targets": 2}))
+  assert np.isfinite(metrics["loss"]) and 0 <= metrics["accuracy"] <= 1
+  final = os.path.join(model_dir, "final")
+  metadata = native.read_metadata(final)
+  assert metadata["model"] == "classifier" and "target_words" not in metadata
+  reranker, params = load_reranker(final)
+  assert isinstance(reranker, Classifier) and reranker.max_length == 32
+  assert set(params) == {"t5", "head"} and "decoder" not in params["t5"]
+  ids = np.asarray(reranker.encode(["what is a deductible"], ["the amount you pay first"]),
+                   np.int32)
+  score, probability = reranker.score_batch(params, (ids,))
+  encoded = T5(t5).apply({"params": params["t5"]}, jnp.asarray(ids), method=T5.encode)
+  h = np.asarray(encoded[0, 0], np.float64)
+  logits = h @ np.asarray(params["head"]["kernel"], np.float64) + np.asarray(params["head"]["bias"])
+  expected = logits[1] - np.log(np.exp(logits[0]) + np.exp(logits[1]))
+  np.testing.assert_allclose(float(score[0]), expected, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(float(probability[0]), np.exp(expected), rtol=1e-5)
+  with pytest.raises(ValueError, match="no target words"):
+    load_reranker(final, options={"targets": "hot_cold"})
+  # from a T5 checkpoint: the encoder is the checkpoint's, the head new
+  t5_dir = str(tmp_path / "t5")
+  train_lib.train(**run_kwargs(t5_dir, model_config=t5, task_name=IQA_8K_TASK, dataset_fn=None,
+                               train_steps=1, feature_lengths={"inputs": 32, "targets": 2}))
+  from t5rank.training.classifier import ClassifierTrainable
+  start = ClassifierTrainable(config).init_params(jax.random.PRNGKey(0),
+                                                  train_lib.Init(checkpoint=os.path.join(t5_dir, "final")))
+  _, t5_params = native.restore_checkpoint(os.path.join(t5_dir, "final"))
+  np.testing.assert_array_equal(start["t5"]["token_embedder"]["embedding"],
+                                t5_params["token_embedder"]["embedding"])
+  assert start["head"]["kernel"].shape == (32, 2)
+  with pytest.raises(ValueError, match="unpacked"):
+    train_lib.train(**run_kwargs(str(tmp_path / "packed"), model_config=config, pack=True,
+                                 task_name=IQA_8K_TASK, dataset_fn=None,
+                                 feature_lengths={"inputs": 32, "targets": 2}))

@@ -98,16 +98,18 @@ def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
                   options: Optional[Mapping[str, Any]] = None) -> tuple[Reranker, Any]:
   """(reranker, parameters) of `checkpoint` (any format `t5rank.checkpoints.load_checkpoint` reads);
   the model is the one its t5rank metadata.json names under `model` (monoT5 when absent, as for
-  every Hugging Face, Mesh TF or t5x checkpoint; `tk` for TK). `options` are the model's own
+  every Hugging Face, Mesh TF or t5x checkpoint; `tk` for TK; `classifier` for the encoder-only
+  classifier). `options` are the model's own
   overrides (for monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as
   stored"."""
   from t5rank.checkpoints import native
-  from t5rank.models import monot5, tk_reranker
+  from t5rank.models import classifier, monot5, tk_reranker
 
   name = "monot5"
   if native.is_native_checkpoint(checkpoint):
     name = native.read_metadata(checkpoint).get("model", "monot5")
-  models = {monot5.MonoT5.name: monot5.MonoT5, tk_reranker.TK.name: tk_reranker.TK}
+  models = {monot5.MonoT5.name: monot5.MonoT5, tk_reranker.TK.name: tk_reranker.TK,
+            classifier.Classifier.name: classifier.Classifier}
   if name not in models:
     raise ValueError(f"{checkpoint}: metadata.json names the model {name!r}; this t5rank knows "
                      f"{sorted(models)}")

@@ -82,7 +82,9 @@ class RerankEval:
                        f"rerank_eval.RerankEval.bm25_in_input = {bm25_in_input}")
 
   def reranker(self, config):
-    """The reranker of `config`: TK for a TKConfig, else monoT5 with this evaluation's options."""
+    """The reranker of `config`: TK for a TKConfig, the encoder-only classifier for a
+    ClassifierConfig, else monoT5; with this evaluation's options."""
+    from t5rank.models.classifier import Classifier, ClassifierConfig
     from t5rank.models.monot5 import MonoT5
     from t5rank.models.tk import TKConfig
     from t5rank.models.tk_reranker import TK
@@ -90,6 +92,9 @@ class RerankEval:
     if isinstance(config, TKConfig):
       from t5rank.models.words import load_words
       return TK(config, load_words(config))
+    if isinstance(config, ClassifierConfig):
+      return Classifier(config, self.vocab, max_length=self.max_length,
+                        bm25_in_input=self.bm25_in_input)
     return MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
                   bm25_in_input=self.bm25_in_input)
 

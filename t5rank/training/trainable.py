@@ -80,7 +80,8 @@ def query_document_lengths(model: str, config, feature_lengths: Mapping[str, int
 
 def trainable_for(config, optimization) -> Trainable:
   """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
-  `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `PairwiseTK` for a `TKConfig`
+  `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `ClassifierTrainable` for a
+  `ClassifierConfig` (T5's encoder with a 2-way head; the same dropout), `PairwiseTK` for a `TKConfig`
   (which has no dropout), `dual.DualEncoder` for a `DualEncoderConfig` (`dual.T5DualEncoder` for its T5 variant)."""
   dropout_rate = optimization.dropout_rate
   from t5rank.models.config import T5Config
@@ -90,6 +91,10 @@ def trainable_for(config, optimization) -> Trainable:
   if isinstance(config, T5Config):
     from t5rank.training.seq2seq import Seq2Seq
     return Seq2Seq(config.replace(dropout_rate=dropout_rate), z_loss=optimization.z_loss)
+  from t5rank.models.classifier import ClassifierConfig
+  if isinstance(config, ClassifierConfig):
+    from t5rank.training.classifier import ClassifierTrainable
+    return ClassifierTrainable(config.replace(t5=config.t5.replace(dropout_rate=dropout_rate)))
   if isinstance(config, DualEncoderConfig):
     from t5rank.training.dual import DualEncoder
     return DualEncoder(config)  # refuses dropout in check()
@@ -102,5 +107,6 @@ def trainable_for(config, optimization) -> Trainable:
       raise ValueError(f"TK trains without dropout (the paper's setting; TKConfig has none), but "
                        f"the run sets dropout_rate {dropout_rate}; set DROPOUT_RATE = 0.0")
     return PairwiseTK(config)
-  raise TypeError("the trainer knows T5Config, TKConfig and DualEncoderConfig models, got "
+  raise TypeError("the trainer knows T5Config, ClassifierConfig, TKConfig and DualEncoderConfig "
+                  "models, got "
                   f"{type(config).__name__}")

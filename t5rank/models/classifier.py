@@ -1,0 +1,185 @@
+"""The encoder-only classifier: the "monoBERT" formulation (Nogueira and Cho 2019) on T5's encoder.
+
+    "Query: q Document: d Relevant:" -> T5 encoder -> the first position's output h (d_model)
+      -> logits = h W + b (2 classes: not relevant, relevant) -> cross-entropy on the label;
+    score = log P(relevant) = log_softmax(logits)[1]
+
+The monoT5 paper's Table 3 baseline: the same pre-trained encoder as monoT5, the same input, but a
+classification head in place of the decoder and its target words. BERT's head reads the [CLS]
+token; T5 has none, so the head reads the first input position (the piece of "Query"), which the
+bidirectional encoder lets attend to the whole input. The head is initialized at random (normal,
+std d_model^-1/2, bias 0); the encoder and the shared embedding come from a T5 checkpoint (any
+format t5rank reads) or a classifier checkpoint. Parameters: {"t5": {"token_embedder", "encoder"},
+"head": {"kernel" (d_model, 2), "bias" (2,)}}; T5's decoder is not kept.
+
+`Classifier` is its `Reranker` (`t5rank score` reads a checkpoint whose metadata says
+`model: classifier`): monoT5's input, tokenization and batches, this score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from t5rank.models.config import T5Config
+from t5rank.models.monot5 import MonoT5
+from t5rank.models.vocab import Vocabulary
+
+MODEL_NAME = "classifier"
+ENCODER_KEYS = ("token_embedder", "encoder")  # the parts of T5's parameters the classifier keeps
+NUM_CLASSES = 2  # 0 = not relevant, 1 = relevant
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierConfig:
+  """The classifier on the encoder of the T5 architecture `t5` (its decoder fields unused)."""
+  t5: T5Config
+
+  @property
+  def vocab_size(self) -> int:
+    return self.t5.vocab_size
+
+  @property
+  def dtype(self) -> str:
+    return self.t5.dtype
+
+  @property
+  def num_parameters(self) -> int:
+    return int(sum(np.prod(s) for s in jax.tree.leaves(
+        jax.tree.map(lambda x: x.shape, jax.eval_shape(
+            lambda: init_params(self, jax.random.PRNGKey(0)))))))
+
+  def replace(self, **changes: Any) -> "ClassifierConfig":
+    return dataclasses.replace(self, **changes)
+
+  def to_json(self) -> str:
+    return json.dumps({"model": MODEL_NAME, "t5": json.loads(self.t5.to_json())}, indent=2,
+                      sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "ClassifierConfig":
+    fields = json.loads(text)
+    return cls(t5=T5Config.from_json(json.dumps(fields["t5"])))
+
+
+def encoder_params(t5_params) -> dict:
+  """T5's parameters without the decoder: what the classifier keeps of a T5 checkpoint."""
+  return {k: t5_params[k] for k in ENCODER_KEYS}
+
+
+def init_head(rng: jax.Array, d_model: int) -> dict:
+  return {"kernel": jax.random.normal(rng, (d_model, NUM_CLASSES), jnp.float32) * d_model ** -0.5,
+          "bias": jnp.zeros((NUM_CLASSES,), jnp.float32)}
+
+
+def init_params(config: ClassifierConfig, rng: jax.Array) -> dict:
+  """Random parameters (encoder as T5 initializes it, the head as above)."""
+  from t5rank.models.network import init_params as t5_init
+
+  encoder_rng, head_rng = jax.random.split(rng)
+  return {"t5": encoder_params(t5_init(config.t5, encoder_rng)),
+          "head": init_head(head_rng, config.t5.d_model)}
+
+
+def param_axes(config: ClassifierConfig) -> dict:
+  """Logical axes: T5's for the encoder, the head's kernel split as an embedding, bias replicated."""
+  from jax.sharding import PartitionSpec
+
+  from t5rank.models.network import param_axes as t5_axes
+
+  return {"t5": encoder_params(t5_axes(config.t5)),
+          "head": {"kernel": PartitionSpec("embed", None), "bias": PartitionSpec(None)}}
+
+
+def classifier_logits(params, encoder_input_tokens: jax.Array, *, config: T5Config,
+                      dropout_rng: Optional[jax.Array] = None) -> jax.Array:
+  """(B, 2) float32 logits (not relevant, relevant) of padded ids (B, L); dropout when
+  `dropout_rng` is given."""
+  from t5rank.models.network import T5
+
+  encoded = T5(config).apply(
+      {"params": params["t5"]}, jnp.asarray(encoder_input_tokens), method=T5.encode,
+      deterministic=dropout_rng is None,
+      rngs=None if dropout_rng is None else {"dropout": dropout_rng})  # (B, L, D)
+  first = encoded[:, 0, :].astype(jnp.float32)
+  return first @ params["head"]["kernel"] + params["head"]["bias"]
+
+
+def classifier_score(params, encoder_input_tokens: jax.Array, *,
+                     config: T5Config) -> tuple[jax.Array, jax.Array]:
+  """(log P(relevant), P(relevant)), each (B,)."""
+  log_probs = jax.nn.log_softmax(classifier_logits(params, encoder_input_tokens, config=config))
+  return log_probs[:, 1], jnp.exp(log_probs[:, 1])
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def score_step(params, encoder_input_tokens: jax.Array, *, config: T5Config):
+  return classifier_score(params, encoder_input_tokens, config=config)
+
+
+class Classifier(MonoT5):
+  """The classifier as a `Reranker`: monoT5's input (`Query: q Document: d Relevant:`, or with the
+  BM25 score), tokenization and length buckets; scored by `score_step`."""
+
+  name = MODEL_NAME
+
+  def __init__(self, config: ClassifierConfig, vocab: Vocabulary, *, max_length: int = 512,
+               bm25_in_input: bool = False):
+    super().__init__(config.t5, vocab, (), max_length=max_length, bm25_in_input=bm25_in_input)
+    self.classifier_config = config
+
+  def score_batch(self, params, arrays):
+    (tokens,) = arrays
+    return score_step(params, tokens, config=self.config)
+
+  def param_axes(self):
+    return param_axes(self.classifier_config)
+
+  def fingerprint(self) -> dict:
+    return {"model": self.name, "config": json.loads(self.classifier_config.to_json()),
+            "vocab": self.vocab.sha256, "max_length": self.max_length,
+            "bm25_in_input": self.bm25_in_input}
+
+  def describe(self) -> str:
+    return (f"encoder-only classifier ({self.classifier_config.num_parameters / 1e6:.1f}M "
+            f"parameters, {self.config.dtype}, max_length {self.max_length}"
+            f"{', BM25 score in the input' if self.bm25_in_input else ''})")
+
+  @classmethod
+  def load(cls, checkpoint: str, *, config_name: Optional[str] = None, vocab: Optional[str] = None,
+           dtype: Optional[str] = None, max_length: Optional[int] = None,
+           bm25_in_input: Optional[bool] = None, targets=None):
+    """(Classifier, parameters) of a classifier checkpoint, with the vocabulary, input length and
+    BM25 flag its metadata names unless given. Target words do not apply (refused if given)."""
+    from t5rank.checkpoints import native
+    from t5rank.models.monot5 import scoring_settings
+    from t5rank.models.reranker import cast_params
+    from t5rank.models.vocab import load_vocabulary
+
+    if config_name is not None:
+      raise ValueError(f"{checkpoint} is a t5rank classifier checkpoint with its own config.json; "
+                       "--config is for checkpoints without one")
+    if targets is not None:
+      raise ValueError(f"{checkpoint} is an encoder-only classifier: it has no target words "
+                       "(--targets is for monoT5)")
+    config, params = native.restore_model(checkpoint, ClassifierConfig)
+    if dtype:
+      config = config.replace(t5=config.t5.replace(dtype=dtype))
+      params = cast_params(params, dtype)
+    stored = scoring_settings(checkpoint)
+    vocabulary = (load_vocabulary(vocab) if vocab is not None
+                  else load_vocabulary(stored["vocabulary"], stored["vocabulary_extra_ids"]))
+    try:
+      reranker = cls(config, vocabulary,
+                     max_length=max_length or stored["max_length"] or 512,
+                     bm25_in_input=bool(stored["bm25_in_input"]) if bm25_in_input is None
+                     else bm25_in_input)
+    except ValueError as e:
+      raise ValueError(f"{checkpoint}: {e}") from None
+    return reranker, params
