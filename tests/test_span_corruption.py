@@ -133,6 +133,14 @@ def test_span_corruption_refuses_short_targets_and_vocabularies_without_sentinel
   dataset = tf.data.Dataset.from_tensors({"targets": tf.constant([5, 6, 7], tf.int32)})
   with pytest.raises(ValueError, match="targets of 29; the targets length is 20"):
     sc.span_corruption(dataset, {"inputs": 128, "targets": 20}, features)
+  # inputs of 128 make 7 spans (21 noise tokens / 3): a vocabulary of 5 extra ids is too small, 7 fit
+  few = seqio.SentencePieceVocabulary(features["targets"].vocabulary.sentencepiece_model_file, 5)
+  small = {k: seqio.Feature(few) for k in ("inputs", "targets")}
+  with pytest.raises(ValueError, match="inputs of 128 tokens needs 7 sentinels; the vocabulary has 5"):
+    sc.span_corruption(dataset, {"inputs": 128, "targets": 29}, small)
+  seven = seqio.SentencePieceVocabulary(features["targets"].vocabulary.sentencepiece_model_file, 7)
+  sc.span_corruption(dataset, {"inputs": 128, "targets": 29},
+                     {k: seqio.Feature(seven) for k in ("inputs", "targets")})
   source = sc.TextSource(lambda split: ["a b c"], ["train"])
   with pytest.raises(ValueError, match="has no extra ids"):
     sc.register_span_corruption_task("no_sentinels_test_task", source, "insuranceqa_en_8k")

@@ -13,12 +13,15 @@ A pre-training task chains, as the `t5` package's C4 task does:
 
     "The cat sat on the mat today"  (noise: "sat on", "today")
       -> inputs  "The cat <extra_id_0> the mat <extra_id_1>" + EOS
-         targets "<extra_id_0> sat on <extra_id_1> today <extra_id_2>" + EOS
+         targets "<extra_id_0> sat on <extra_id_1> today" + EOS
 
 Sentinels are the vocabulary's extra ids counted down from its top: the first noise span of an
 example becomes the last id (`<extra_id_0>` = vocab_size - 1), the next the one below, and so on;
-the targets hold each noise span after the same sentinel and end with one more. A vocabulary needs
-at least as many extra ids as an example has spans (T5's 100; an input of 512 has 28 spans).
+the targets hold each noise span after the same sentinel. The mask alternates spans starting with
+kept tokens and ending with noise (the `t5` package's `random_spans_noise_mask` with its default
+`random_roll=False`), so the targets end with the last noise span, not with one more sentinel as in
+the paper's Figure 2. A vocabulary needs at least as many extra ids as an example has spans (T5's
+100; an input of 512 has 28 spans).
 
 The functions below follow the `t5` package's definitions (t5/data/preprocessors.py, version 0.9.4,
 Apache 2.0) op for op and draw their random numbers the same way, so that with the same seeds they
@@ -220,9 +223,9 @@ def span_corruption(dataset: tf.data.Dataset, sequence_length: Mapping[str, int]
                      f"{sequence_length['targets']} (set it to {targets_length})")
   spans = int(round(int(round(tokens_length * noise_density)) / mean_noise_span_length))
   extra_ids = getattr(output_features["targets"].vocabulary, "extra_ids", 0)
-  if extra_ids < spans + 1:  # the targets end with one more sentinel
+  if extra_ids < spans:  # one sentinel per noise span
     raise ValueError(f"span corruption with inputs of {sequence_length['inputs']} tokens needs "
-                     f"{spans + 1} sentinels; the vocabulary has {extra_ids} extra ids")
+                     f"{spans} sentinels; the vocabulary has {extra_ids} extra ids")
   dataset = select_random_chunk(dataset, MAX_CHUNK)
   if merge_examples_to_reduce_padding:
     dataset = reduce_concat_tokens(dataset, batch_size=CONCAT_DOCUMENTS)

@@ -89,7 +89,8 @@ def text_to_text_dataset(task_name: str, *, batch_size: int, feature_lengths: Ma
                          num_shards: int = 1, split: str = "train") -> Iterator[dict[str, np.ndarray]]:
   """Endless training batches of a registered seq2seq task that is not monoT5's (T5's span
   corruption, `t5rank.data.span_corruption`): the task's own pipeline (`Task.get_dataset`, shuffled
-  and its random spans drawn from `seed`, repeated epoch after epoch), then the
+  and its random spans drawn from `seed`, repeated epoch after epoch; never cached in memory, which
+  for a small source would replay the first epoch's document order), then the
   EncDecFeatureConverter (optional packing) and batches of `batch_size // num_shards` rows. The
   same arguments give the same batches; a resumed run rebuilds the stream and drops the
   `start_step` batches before it (this takes time, nothing goes into the checkpoint)."""
@@ -101,7 +102,7 @@ def text_to_text_dataset(task_name: str, *, batch_size: int, feature_lengths: Ma
   task = seqio.get_mixture_or_task(task_name)
   examples = task.get_dataset(sequence_length=dict(feature_lengths), split=split, shuffle=True,
                               seed=seed, shard_info=seqio.ShardInfo(shard_index, num_shards),
-                              num_epochs=None)
+                              num_epochs=None, try_in_mem_cache=False)
   converter = seqio.EncDecFeatureConverter(pack=pack)
   batches = converter(examples, feature_lengths).batch(batch_size // num_shards, drop_remainder=True)
   options = tf.data.Options()
