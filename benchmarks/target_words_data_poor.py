@@ -16,6 +16,9 @@ rather than the paper's 1e-3 for a pretrained model, and no pseudo-queries are m
 
   .venv/bin/python benchmarks/target_words_data_poor.py --sizes 1000             # the 2k half
   .venv/bin/python benchmarks/target_words_data_poor.py --sizes 1000,10000       # the whole table
+  .venv/bin/python benchmarks/target_words_data_poor.py \
+      --gin_file gin/experiments/tiny_insuranceqa_pretrained_cpu.gin \
+      --workdir runs/target_words_data_poor_pretrained      # from the pre-trained tiny T5 instead
 
 Each finished run is appended to WORKDIR/results.jsonl (its checkpoints deleted, `final/` kept);
 running the command again skips finished runs and resumes an interrupted one from its checkpoint;
@@ -90,7 +93,8 @@ def read_results(path: str) -> dict[tuple[int, str, int], dict]:
 
 
 def run_one(n: int, variant: str, trial: int, *, model_dir: str, eval_queries: int,
-            learning_rate: float, batch_size: int, bindings: Sequence[str]) -> dict:
+            learning_rate: float, batch_size: int, bindings: Sequence[str],
+            gin_file: str = GIN_FILE) -> dict:
   """Trains and evaluates one (size, variant, trial); returns its record."""
   import gin
 
@@ -100,7 +104,7 @@ def run_one(n: int, variant: str, trial: int, *, model_dir: str, eval_queries: i
   steps = train_steps(n, batch_size)
   task = data_poor_name(f"insuranceqa_en_8k_monot5_{variant}", n, trial)
   gin.clear_config()
-  gin_config.parse_gin([GIN_FILE], [
+  gin_config.parse_gin([gin_file], [
       f"MIXTURE_OR_TASK_NAME = {task!r}", f"TRAIN_STEPS = {steps}", f"BATCH_SIZE = {batch_size}",
       f"LEARNING_RATE = {learning_rate}", f"SEED = {trial}", f"CHECKPOINT_EVERY = {steps}",
       f"LOG_EVERY = {max(1, steps // 4)}", f"MODEL_DIR = {model_dir!r}",
@@ -182,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--learning_rate", type=float, default=1e-2)
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--workdir", default=os.path.join("runs", "target_words_data_poor"))
+  parser.add_argument("--gin_file", default=GIN_FILE,
+                      help="the recipe (default: the tiny model from random weights; "
+                           "gin/experiments/tiny_insuranceqa_pretrained_cpu.gin starts from the "
+                           "pre-trained one)")
   parser.add_argument("--table-only", action="store_true",
                       help="train nothing: tabulate and plot the runs finished so far")
   args, extra = parser.parse_known_args(argv)
@@ -206,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"== run {i}/{len(runs)}: {2 * n} examples, {v}, trial {t} -> {model_dir}", flush=True)
     record = run_one(n, v, t, model_dir=model_dir, eval_queries=args.eval_queries,
                      learning_rate=args.learning_rate, batch_size=args.batch_size,
-                     bindings=bindings)
+                     bindings=bindings, gin_file=args.gin_file)
     with open(results_path, "a", encoding="utf-8") as f:
       f.write(json.dumps(record) + "\n")
     shutil.rmtree(os.path.join(model_dir, "checkpoints"), ignore_errors=True)
@@ -218,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             and k[2] < args.trials}
   text, cells = table(chosen, sizes, variants)
   chance = random_order_mrr10(args.eval_queries)
-  title = (f"InsuranceQA v2, tiny monoT5 from random weights, {EPOCHS} epochs; MRR@10 on the pools "
+  start = ("random weights" if os.path.abspath(args.gin_file) == GIN_FILE
+           else os.path.basename(args.gin_file))
+  title = (f"InsuranceQA v2, tiny monoT5 from {start}, {EPOCHS} epochs; MRR@10 on the pools "
            f"of {args.eval_queries} validation queries, mean ± 95% CI over trials")
   footer = f"A random order of the same pools: MRR@10 {chance:.4f} (expected value)."
   with open(os.path.join(args.workdir, "table.md"), "w", encoding="utf-8") as f:
