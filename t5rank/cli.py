@@ -24,6 +24,7 @@ COMMANDS = {
     "fuse": "t5rank.commands.fuse",
     "score": "t5rank.commands.score",
     "topics": "t5rank.commands.topics",
+    "xpr": "t5rank.commands.xpr",
     "embeddings": "t5rank.commands.embeddings",
     "explain": "t5rank.commands.explain",
     "ensemble": "t5rank.commands.ensemble",
