@@ -23,6 +23,7 @@ INSTALL_REQUIRES = [
     "sentencex==1.0.32",  # offline sentence splitter (English, Chinese, ~300 languages) for MaxP windows
     "bm25s==0.3.16",  # BM25 index (sparse matrix, saved to a directory) for `t5rank retrieve`
     "PyStemmer==3.1.0",  # Porter stemmer for English BM25 tokenization
+    "jieba==0.42.1",  # Chinese word segmentation for BM25 (`--language zh-jieba`)
     "scipy==1.17.1",  # sparse matrices for BM25/RM3 scoring; the paired t-test of `t5rank evaluate`
     "ir-measures==0.4.3",  # ranking metrics for `t5rank evaluate`
     "pytrec-eval-terrier==0.5.11",  # trec_eval backend of ir-measures (trec_eval semantics)

@@ -31,6 +31,9 @@ def test_tokenize_english_and_chinese():
       "cat", "whisker", "aren't", "run", "u", "s", "polici"]
   # CJK runs become overlapping bigrams, a lone CJK character stays, other words are lowercased.
   assert tokenize("人寿保险 是 Life 保单？", "zh") == ["人寿", "寿保", "保险", "是", "life", "保单"]
+  # jieba's search mode: words, the dictionary words inside longer ones, no punctuation or spaces.
+  assert tokenize("我们购买了人寿保险。Life Insurance! 租金保险涵盖什么？", "zh-jieba") == [
+      "我们", "购买", "了", "人寿", "保险", "人寿保险", "life", "insurance", "租金", "保险", "涵盖", "什么"]
   with pytest.raises(ValueError, match="unknown language 'fr'"):
     tokenize("x", "fr")
 

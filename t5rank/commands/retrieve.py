@@ -28,7 +28,8 @@ def add_parser(subparsers) -> None:
   p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9, Anserini's)")
   p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4, Anserini's)")
   p.add_argument("--language", choices=LANGUAGES, default="en",
-                 help="en: Porter stemming and stopwords; zh: character bigrams (default en)")
+                 help="en: Porter stemming and stopwords; zh: character bigrams; zh-jieba: jieba "
+                      "words (default en)")
   p.add_argument("--candidates", help="a TREC run: rerank each query's candidates instead of "
                                       "searching the whole corpus")
   method = p.add_mutually_exclusive_group()

@@ -13,8 +13,13 @@ Tokenization:
 - `en`: lowercase, words (`\\w+`, with inner apostrophes), possessive 's dropped, Lucene's 33
   English stopwords removed, Porter stemmer (PyStemmer) -- Anserini's default English analyzer.
 - `zh`: overlapping character bigrams over runs of CJK characters (a lone CJK character stays a
-  unigram) and lowercased words for other scripts -- what Lucene's CJKAnalyzer does. No word
-  segmenter (jieba) is needed.
+  unigram) and lowercased words for other scripts -- what Lucene's CJKAnalyzer does (Anserini's
+  default for Chinese). No word segmenter is needed.
+- `zh-jieba`: words from the jieba segmenter (0.42.1, its default dictionary) in its search-engine
+  mode (`cut_for_search`: each word, plus the dictionary words of two and three characters inside a
+  longer one, so that 人寿保险 also gives 人寿 and 保险; its HMM finds unknown words), lowercased;
+  pieces without a letter or digit (punctuation, spaces) dropped. Latin words inside Chinese text
+  come out whole, unstemmed.
 
 RM3 follows Anserini's Rm3Reranker: the top `fb_docs` documents of the first BM25 ranking each give
 a term distribution (their `fb_terms` most frequent terms of 2-20 alphanumeric characters that occur
@@ -48,7 +53,7 @@ from t5rank.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
 
-LANGUAGES = ("en", "zh")
+LANGUAGES = ("en", "zh", "zh-jieba")
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's
 INDEX_FORMAT = 1
 KEY_FILE = "t5rank_index.json"
@@ -61,6 +66,7 @@ ENGLISH_STOPWORDS = frozenset((
 _ENGLISH_WORD = re.compile(r"\w+(?:['’]\w+)*")
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_OR_WORD = re.compile(f"([{_CJK}]+)|((?:(?![{_CJK}])\\w)+)")
+_HAS_WORD_CHARACTER = re.compile(r"\w")
 # RM3 feedback terms: Anserini's filter (length 2-20, alphanumeric, in at most 10% of documents).
 FEEDBACK_MIN_LEN, FEEDBACK_MAX_LEN, FEEDBACK_MAX_DF_RATIO = 2, 20, 0.1
 
@@ -96,7 +102,20 @@ def tokenize(text: str, language: str) -> list[str]:
       else:
         terms.extend(cjk[i:i + 2] for i in range(len(cjk) - 1))
     return terms
+  if language == "zh-jieba":
+    return [w for w in _jieba().lcut_for_search(text) if _HAS_WORD_CHARACTER.search(w)]
   raise ValueError(f"unknown language {language!r}; expected one of {LANGUAGES}")
+
+
+@functools.cache
+def _jieba():
+  """jieba's default tokenizer, its dictionary loaded once (and its start-up log silenced)."""
+  import jieba
+
+  jieba.setLogLevel(logging.WARNING)
+  tokenizer = jieba.Tokenizer()
+  tokenizer.initialize()
+  return tokenizer
 
 
 @functools.cache
