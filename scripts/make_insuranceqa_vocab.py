@@ -47,8 +47,9 @@ def training_texts() -> tuple[list[str], list[str]]:
           [queries[qid]["en"] for qid in sorted(queries, key=int)])
 
 
-def train_vocabulary(texts: list[str]) -> bytes:
-  """The serialized unigram model trained on `texts`, one sentence each."""
+def train_vocabulary(texts: list[str], vocab_size: int = VOCAB_SIZE,
+                     character_coverage: float = 1.0) -> bytes:
+  """The serialized unigram model of `vocab_size` pieces trained on `texts`, one sentence each."""
   longest = max(len(t.encode("utf-8")) for t in texts)
   if longest > MAX_SENTENCE_BYTES:
     raise ValueError(f"a text of {longest} bytes is longer than MAX_SENTENCE_BYTES "
@@ -56,8 +57,8 @@ def train_vocabulary(texts: list[str]) -> bytes:
   model = io.BytesIO()
   spm.SentencePieceTrainer.train(
       sentence_iterator=iter(texts), model_writer=model, model_type="unigram",
-      vocab_size=VOCAB_SIZE, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
-      normalization_rule_name="nmt_nfkc", character_coverage=1.0,
+      vocab_size=vocab_size, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+      normalization_rule_name="nmt_nfkc", character_coverage=character_coverage,
       input_sentence_size=0, shuffle_input_sentence=False, max_sentence_length=MAX_SENTENCE_BYTES,
       num_threads=1, minloglevel=2)
   return model.getvalue()

@@ -1,7 +1,7 @@
 """Plots scalars of a `t5rank train` run (its TensorBoard events in MODEL_DIR/train) against the step.
 
     .venv/bin/python scripts/plot_training_curve.py runs/pretrain_tiny \
-        --tags train/loss,train/token_accuracy --output benchmarks/figures/pretrain_tiny_loss.png
+        --tags loss,token_accuracy --output benchmarks/figures/pretrain_tiny_loss.png
 
 One panel per tag; prints each tag's first and last values.
 """
@@ -31,7 +31,8 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("model_dir")
-  parser.add_argument("--tags", default="train/loss")
+  parser.add_argument("--tags", default="loss",
+                      help="comma-separated scalar names of MODEL_DIR/train (default: loss)")
   parser.add_argument("--output", required=True, help="PNG path")
   parser.add_argument("--title", default=None)
   args = parser.parse_args(argv)
