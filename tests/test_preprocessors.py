@@ -41,6 +41,20 @@ def test_seqio_vocabulary_by_name_gives_the_same_ids_and_extra_ids():
   assert (t5.sentencepiece_model_file, t5.extra_ids) == (load_vocabulary().path, 100)
 
 
+def test_the_bilingual_vocabulary_covers_chinese_and_has_single_piece_target_words():
+  vocab = load_vocabulary("insuranceqa_enzh_16k")
+  assert (vocab.base_vocab_size, vocab.extra_ids, vocab.vocab_size) == (16000, 100, 16100)
+  t5 = load_vocabulary()
+  zh = "租金保险涵盖什么？人寿保险的现金价值是多少？"
+  assert 2 not in vocab.encode(zh)  # no <unk>
+  assert t5.encode(zh).count(2) >= 2  # T5's vocabulary has almost no Chinese pieces
+  for word in ("yes", "no", "true", "false"):
+    assert vocab.pieces(word) == ["▁" + word]
+  assert vocab.decode(vocab.encode("What does renters insurance cover?")) == (
+      "What does renters insurance cover?")
+  assert preprocessors.seqio_vocabulary("insuranceqa_enzh_16k").vocab_size == 16100
+
+
 def test_format_and_tokenize_use_the_vocabulary_of_the_features():
   features = preprocessors.output_features("insuranceqa_en_8k")
   ds = tf.data.Dataset.from_tensors({"query": "what is a deductible?", "document": "You pay it.",

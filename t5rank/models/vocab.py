@@ -13,6 +13,9 @@ Vocabularies by name (`VOCABULARIES`; anything else is a path to a SentencePiece
   insuranceqa_en_8k_sentinels  the same 8,000 pieces + 100 sentinels (ids 8,000-8,099,
                       `<extra_id_0>` = 8,099), for span-corruption pre-training; a model pre-trained
                       on it fine-tunes on the `_8k` tasks (same pieces, same ids)
+  insuranceqa_enzh_16k  16,000 pieces of English and Chinese (InsuranceQA's answers and training
+                      queries in both languages, Tatoeba's train sentences) + 100 sentinels
+                      (16,000-16,099), for cross-lingual reranking (scripts/make_bilingual_vocab.py)
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ VOCABULARIES: dict[str, tuple[str, int]] = {
     "insuranceqa_en_8k": (os.path.join(DATA_DIR, "insuranceqa_en_8k.model"), 0),
     "insuranceqa_en_8k_sentinels": (os.path.join(DATA_DIR, "insuranceqa_en_8k.model"),
                                     DEFAULT_EXTRA_IDS),
+    "insuranceqa_enzh_16k": (os.path.join(DATA_DIR, "insuranceqa_enzh_16k.model"),
+                             DEFAULT_EXTRA_IDS),
 }
 
 
