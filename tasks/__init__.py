@@ -32,6 +32,9 @@ true_false):
   insuranceqa_xling_{en,zh}_monot5_{variant}    one language (cascade: en, then zh)
   insuranceqa_xling_merged_monot5_{variant}     English and Chinese triples (2M rows)
   insuranceqa_xling_mixed_monot5_{variant}      half the rows' passages translated (2M rows)
+  xpi_monot5_{variant}, xpi_bm25_monot5_{variant}  XPI pre-training (`t5rank.data.xpi`): same
+                                                meaning? Tatoeba + InsuranceQA's training texts,
+                                                random or BM25-hard negatives
 Data-poor (n positives + n negatives, five seeds), for the true_false tasks of InsuranceQA (en, zh)
 and MS MARCO, and for the six Table-4 variants of insuranceqa_en_8k: `{task}_1k_s{0..4}` and
 `{task}_10k_s{0..4}`.
@@ -42,7 +45,8 @@ import functools
 import gin
 import seqio
 
-from t5rank.data import cross_lingual, insuranceqa, preprocessors, pseudo_queries, sources, texts
+from t5rank.data import (cross_lingual, insuranceqa, preprocessors, pseudo_queries, sources, texts,
+                         xpi)
 from t5rank.data import tfds_builders  # noqa: F401  (registers the TFDS builders)
 from t5rank.data.seqio_tasks import TripleSource, register_data_poor, register_variants
 from t5rank.data.span_corruption import TextSource, register_span_corruption_task
@@ -80,6 +84,12 @@ for _strategy in cross_lingual.STRATEGIES:
   register_variants(f"insuranceqa_xling_{_strategy}", TripleSource(
       functools.partial(cross_lingual.cross_lingual_table, strategy=_strategy), _INSURANCEQA_SPLITS),
       vocabulary="insuranceqa_enzh_16k", variants=("yes_no", "true_false"))
+# XPI (Chen et al. 2020): do two sentences, possibly in different languages, mean the same? Random
+# or BM25-hard negatives; the pre-training task before the cross-lingual fine-tuning.
+for _negatives, _name in (("random", "xpi"), ("bm25", "xpi_bm25")):
+  register_variants(_name, TripleSource(functools.partial(xpi.xpi_table, negatives=_negatives),
+                                        ("train", "validation")),
+                    vocabulary="insuranceqa_enzh_16k", variants=("yes_no", "true_false"))
 # The file locations of these sources are gin-configurable here, at the registration, so that the
 # library functions carry no gin: `msmarco_passage_triples.path = '/data/triples.train.small.tsv'`.
 _file_sources = {name: gin.external_configurable(getattr(sources, name), name)
