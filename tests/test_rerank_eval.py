@@ -70,3 +70,23 @@ def test_training_eval_equals_t5rank_evaluate_ties_included(evaluation, tmp_path
   means = report["runs"][0]["mean"]
   assert {"mrr@10": means["MRR@10"], "mrr": means["MRR"], "p@1": means["P@1"]} == \
       pytest.approx(metrics, abs=1e-9)
+
+
+def test_the_xpr_evaluation_reads_the_cross_lingual_pools(monkeypatch):
+  from t5rank.data.xpr import answer_of, xpr_split
+
+  monkeypatch.setattr(insuranceqa_data, "load_answers", lambda: ANSWERS)
+  monkeypatch.setattr(insuranceqa_data, "load_valid", lambda: VALID)
+  evaluation = rerank_eval.RerankEval("validation", num_queries=3, max_length=32, xpr_seed=5)
+  built = xpr_split("validation", 5, 3)
+  assert evaluation.pairs == [(q, d) for q, pool in built.pools.items() for d in pool]
+  assert [answer_of(d)[0] for _, d in evaluation.pairs] == [
+      "5", "6", "10", "11", "1", "2", "3", "4", "8", "9", "12"]  # the same pools, half translated
+  for (qid, d), query, passage in zip(evaluation.pairs, evaluation.queries, evaluation.passages):
+    aid, language = answer_of(d)
+    assert passage == ("答案" + aid if language == "zh" else f"answer {aid} text")
+    assert query == {"en": VALID[qid]["en"].strip().replace("  ", " "), "zh": VALID[qid]["zh"]}[
+        built.query_language[qid]]
+  assert evaluation.qrels == built.qrels()
+  with pytest.raises(ValueError, match="no BM25-input variant"):
+    rerank_eval.RerankEval("validation", num_queries=3, xpr_seed=5, bm25_in_input=True)

@@ -29,11 +29,13 @@ class RerankEval:
   tokenized with `vocabulary` (a name of `t5rank.models.vocab.VOCABULARIES` or a SentencePiece
   model path), cut to `max_length` ids and scored by the `targets` words. With `bm25_in_input`,
   each input carries the pair's BM25 score over all answers (`t5rank.data.bm25_input`), as the task
-  `insuranceqa_en_8k_pseudo_bm25_*` trains."""
+  `insuranceqa_en_8k_pseudo_bm25_*` trains. With `xpr_seed`, the pools are the split's
+  cross-lingual construction for that seed (`t5rank.data.xpr`: queries and half of each pool in
+  Chinese)."""
 
   def __init__(self, split: str = "validation", num_queries: int = 100, language: str = "en",
                max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5",
-               bm25_in_input: bool = False):
+               bm25_in_input: bool = False, xpr_seed: Optional[int] = None):
     from t5rank.data.insuranceqa import load_split
     from t5rank.models.vocab import load_vocabulary, resolve_target_words
 
@@ -41,11 +43,20 @@ class RerankEval:
     self.bm25_in_input = bm25_in_input
     self.max_length = max_length
     self.target_ids = resolve_target_words(vocab, targets)
-    data = load_split(split, language, num_queries)
+    if xpr_seed is not None:  # the cross-lingual pools (t5rank.data.xpr): `language` does not apply
+      from t5rank.data.xpr import xpr_split
+
+      if bm25_in_input:
+        raise ValueError("the XPR evaluation has no BM25-input variant (bm25_in_input = False)")
+      data = xpr_split(split, xpr_seed, num_queries)
+      texts = data.documents
+    else:
+      data = load_split(split, language, num_queries)
+      texts = data.answers
     self.qrels = data.qrels()
     self.pairs = [(qid, aid) for qid, pool in data.pools.items() for aid in pool]
     self.queries = [data.queries[qid] for qid, _ in self.pairs]
-    self.passages = [data.answers[aid] for _, aid in self.pairs]
+    self.passages = [texts[aid] for _, aid in self.pairs]
     self.first_stage: Optional[list[float]] = None
     if bm25_in_input:
       from t5rank.data import bm25_input
