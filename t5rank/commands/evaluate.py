@@ -39,6 +39,10 @@ def add_parser(subparsers) -> None:
   p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                  help=f"significance level after correction (default {DEFAULT_ALPHA})")
   p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+  p.add_argument("--xpr", metavar="XPR_JSON",
+                 help="the xpr.json of `t5rank xpr`: also break each run down by query language "
+                      "and relevant-answer language, and measure its preference for candidates in "
+                      "the query's language (t5rank.evaluation.languages)")
   p.set_defaults(func=run)
 
 
@@ -51,7 +55,26 @@ def run(args: argparse.Namespace) -> int:
     for path, run in zip(args.runs, runs.values()):
       check_finite_run(run, path)
     report = evaluate(qrels, runs, args.metrics, args.alpha)
+    breakdowns = {}
+    if args.xpr:
+      from t5rank.data.xpr import read_xpr_languages
+      from t5rank.evaluation import languages
+
+      query_language = read_xpr_languages(args.xpr)
+      missing = [q for q in qrels if q not in query_language]
+      if missing:
+        raise ValueError(f"{args.xpr} has no language for {len(missing)} qrels queries, e.g. "
+                         f"{missing[0]!r}: give the xpr.json of the same construction")
+      for name, run in runs.items():
+        breakdowns[name] = {"rows": languages.language_breakdown(qrels, run, query_language),
+                            "preference": languages.language_preference(qrels, run, query_language)}
   except ValueError as e:  # malformed files (with file:line), non-finite scores
     raise SystemExit(f"t5rank evaluate: {e}") from None
-  print(json.dumps(report, indent=1) if args.json else format_table(report))
+  if args.json:
+    print(json.dumps(dict(report, languages=breakdowns) if breakdowns else report, indent=1))
+    return 0
+  print(format_table(report))
+  for name, b in breakdowns.items():
+    print()
+    print(languages.format_breakdown(name, b["rows"], b["preference"], 10))
   return 0
