@@ -55,6 +55,15 @@ def test_sentences_english_and_chinese():
       "Dr. Smith sold it for $3.5 million.", "Was it cheap?", "No!", "保险可以取消吗？", "可以。"]
 
 
+def test_chinese_documents_get_windows_of_ten_sentences():
+  sentences = [f"第{i}句说保险。" for i in range(12)] + ["最后一句？"]
+  text = "".join(sentences)  # no spaces between Chinese sentences
+  for language in ("zh", "en"):  # the fullwidth stops split in either setting
+    assert split_sentences(text, language) == sentences
+    assert document_passages(Document(text), language=language) == [
+        "".join(sentences[0:10]), "".join(sentences[5:13])]
+
+
 def test_windows_of_sentences():
   sentences = [f"s{i}. " for i in range(12)]
   windows = window_sentences(sentences, window=10, stride=5)
