@@ -1,0 +1,123 @@
+"""The cross-lingual paper's Table 3 in miniature (Chen et al. 2020): six training recipes of a tiny
+bilingual monoT5 on InsuranceQA, plus English-only monoT5 and BM25, on the XPR test pools.
+
+    .venv/bin/python benchmarks/xpr_table.py --workdir runs/xpr_table            # everything
+    .venv/bin/python benchmarks/xpr_table.py --rows merged,mixed --dry-run         # the commands
+
+Runs `t5rank` commands, each skipped when its output exists (so the script resumes where it
+stopped; `t5rank train` itself resumes an interrupted run):
+  1. pre-training: gin/experiments/pretrain_tiny_enzh_cpu.gin -> WORKDIR/pretrain (span corruption on
+     InsuranceQA's and Tatoeba's English and Chinese text);
+  2. XPI (only for the + XPI rows): gin/experiments/xpi_tiny_cpu.gin from it -> WORKDIR/xpi;
+  3. each row (gin/experiments/xpr_tiny_cpu.gin, 8,000 steps of batch 32 each, the same data for
+     every strategy): en_only, merged, cascade (4,000 English + 4,000 Chinese), mixed, and
+     xpi_merged, xpi_cascade, xpi_mixed (the same from WORKDIR/xpi/final);
+  4. the XPR construction of the test split (`t5rank xpr --seed SEED`), BM25 over it (character
+     bigrams: the `zh` analyzer, Latin words lowercased) as the candidate order and the BM25 row;
+  5. `t5rank score` of every row's final model over every pool (403,308 pairs, no windows);
+  6. `t5rank evaluate` with merged as the baseline (paired t-tests, Bonferroni) on P@1 (= acc@1),
+     acc@10, MRR and MAP, and the breakdown by query and answer language (`--xpr`), written to
+     WORKDIR/table.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GIN = os.path.join(REPO, "gin", "experiments")
+TASK = "insuranceqa_xling_{}_monot5_yes_no"
+# row -> [(task strategy, steps, init: "pretrain" | "xpi" | "previous")]
+ROWS = {
+    "en_only": [("en", 8000, "pretrain")],
+    "merged": [("merged", 8000, "pretrain")],
+    "cascade": [("en", 4000, "pretrain"), ("zh", 4000, "previous")],
+    "mixed": [("mixed", 8000, "pretrain")],
+    "xpi_merged": [("merged", 8000, "xpi")],
+    "xpi_cascade": [("en", 4000, "xpi"), ("zh", 4000, "previous")],
+    "xpi_mixed": [("mixed", 8000, "xpi")],
+}
+METRICS = "P@1,acc@10,MRR,MAP"
+
+
+def t5rank(*args: str) -> list[str]:
+  return [os.path.join(os.path.dirname(sys.executable), "t5rank"), *args]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--workdir", default=os.path.join("runs", "xpr_table"))
+  parser.add_argument("--rows", default=",".join(ROWS), help=f"among {', '.join(ROWS)}")
+  parser.add_argument("--seed", type=int, default=0, help="the XPR construction's seed")
+  parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+  args = parser.parse_args(argv)
+  rows = args.rows.split(",")
+  if any(r not in ROWS for r in rows):
+    parser.error(f"rows must be among {list(ROWS)}")
+  w = args.workdir
+
+  def step(done: str, command: list[str]) -> None:
+    print("$ " + shlex.join(command), flush=True)
+    if args.dry_run:
+      return
+    if os.path.exists(done):
+      print(f"  (done: {done} exists)", flush=True)
+      return
+    subprocess.run(command, check=True)
+
+  def train(model_dir: str, gin_file: str, *bindings: str) -> str:
+    step(os.path.join(model_dir, "final", "config.json"),
+         t5rank("train", f"--gin_file={os.path.join(GIN, gin_file)}", f"--gin.MODEL_DIR={model_dir!r}",
+                *[f"--gin.{b}" for b in bindings]))
+    return os.path.join(model_dir, "final")
+
+  pretrain = train(os.path.join(w, "pretrain"), "pretrain_tiny_enzh_cpu.gin")
+  xpi = None
+  if any(ROWS[r][0][2] == "xpi" for r in rows):
+    xpi = train(os.path.join(w, "xpi"), "xpi_tiny_cpu.gin", f"INIT_CHECKPOINT={pretrain!r}")
+  finals = {}
+  for row in rows:
+    previous = None
+    for i, (strategy, steps, init) in enumerate(ROWS[row]):
+      start = {"pretrain": pretrain, "xpi": xpi, "previous": previous}[init]
+      previous = train(os.path.join(w, row if len(ROWS[row]) == 1 else f"{row}_{i}_{strategy}"),
+                       "xpr_tiny_cpu.gin", f"MIXTURE_OR_TASK_NAME={TASK.format(strategy)!r}",
+                       f"TRAIN_STEPS={steps}", f"trainer.Loop.eval_every={steps}",
+                       f"INIT_CHECKPOINT={start!r}")
+    finals[row] = previous
+
+  data = os.path.join(w, f"xpr_test_s{args.seed}")
+  step(os.path.join(data, "xpr.json"),
+       t5rank("xpr", "--split", "test", "--seed", str(args.seed), "--output", data))
+  files = {name: os.path.join(data, name) for name in
+           ("queries.tsv", "corpus.jsonl", "qrels.txt", "pool.run", "xpr.json")}
+  bm25 = os.path.join(w, "bm25.run")
+  step(bm25, t5rank("retrieve", "--corpus", files["corpus.jsonl"], "--queries",
+                    files["queries.tsv"], "--candidates", files["pool.run"], "--language", "zh",
+                    "--output", bm25))
+  runs = {}
+  for row, final in finals.items():
+    runs[row] = os.path.join(w, f"{row}.run")
+    step(runs[row], t5rank("score", "--checkpoint", final, "--queries", files["queries.tsv"],
+                           "--corpus", files["corpus.jsonl"], "--run", bm25, "--window", "0",
+                           "--output", runs[row]))
+  order = ([runs["merged"]] if "merged" in runs else []) + [bm25] + [
+      r for name, r in runs.items() if name != "merged"]
+  command = t5rank("evaluate", "--qrels", files["qrels.txt"], "--metrics", METRICS, "--xpr",
+                   files["xpr.json"], *order)
+  print("$ " + shlex.join(command) + " > " + os.path.join(w, "table.txt"), flush=True)
+  if not args.dry_run:
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    with open(os.path.join(w, "table.txt"), "w", encoding="utf-8") as f:
+      f.write(result.stdout)
+    print(result.stdout)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
