@@ -34,9 +34,10 @@ true_false):
   insuranceqa_xling_{en,zh}_monot5_{variant}    one language (cascade: en, then zh)
   insuranceqa_xling_merged_monot5_{variant}     English and Chinese triples (2M rows)
   insuranceqa_xling_mixed_monot5_{variant}      half the rows' passages translated (2M rows)
+  insuranceqa_xling_{strategy}_mt5_monot5_yes_no  the same on mT5's vocabulary (TPU recipes)
   xpi_monot5_{variant}, xpi_bm25_monot5_{variant}  XPI pre-training (`t5rank.data.xpi`): same
                                                 meaning? Tatoeba + InsuranceQA's training texts,
-                                                random or BM25-hard negatives
+                                                random or BM25-hard negatives (and `_mt5` twins)
 Data-poor (n positives + n negatives, five seeds), for the true_false tasks of InsuranceQA (en, zh)
 and MS MARCO, and for the six Table-4 variants of insuranceqa_en_8k: `{task}_1k_s{0..4}` and
 `{task}_10k_s{0..4}`.
@@ -82,16 +83,22 @@ register_variants("insuranceqa_en_8k_pseudo_bm25_top20", TripleSource(
 # Cross-lingual reranking (Chen et al. 2020): InsuranceQA's triples by training strategy (en, zh,
 # merged, mixed; cascade = en then zh) on the English-Chinese vocabulary, with mT5 rerankers' yes/no
 # and monoT5's true/false.
+# The `_mt5` twins tokenize with mT5's vocabulary (read only when used: $T5RANK_MT5_VOCAB).
 for _strategy in cross_lingual.STRATEGIES:
-  register_variants(f"insuranceqa_xling_{_strategy}", TripleSource(
-      functools.partial(cross_lingual.cross_lingual_table, strategy=_strategy), _INSURANCEQA_SPLITS),
-      vocabulary="insuranceqa_enzh_16k", variants=("yes_no", "true_false"))
+  _source = TripleSource(functools.partial(cross_lingual.cross_lingual_table, strategy=_strategy),
+                         _INSURANCEQA_SPLITS)
+  register_variants(f"insuranceqa_xling_{_strategy}", _source,
+                    vocabulary="insuranceqa_enzh_16k", variants=("yes_no", "true_false"))
+  register_variants(f"insuranceqa_xling_{_strategy}_mt5", _source, vocabulary="mt5",
+                    variants=("yes_no",))
 # XPI (Chen et al. 2020): do two sentences, possibly in different languages, mean the same? Random
 # or BM25-hard negatives; the pre-training task before the cross-lingual fine-tuning.
 for _negatives, _name in (("random", "xpi"), ("bm25", "xpi_bm25")):
-  register_variants(_name, TripleSource(functools.partial(xpi.xpi_table, negatives=_negatives),
-                                        ("train", "validation")),
-                    vocabulary="insuranceqa_enzh_16k", variants=("yes_no", "true_false"))
+  _source = TripleSource(functools.partial(xpi.xpi_table, negatives=_negatives),
+                         ("train", "validation"))
+  register_variants(_name, _source, vocabulary="insuranceqa_enzh_16k",
+                    variants=("yes_no", "true_false"))
+  register_variants(f"{_name}_mt5", _source, vocabulary="mt5", variants=("yes_no",))
 # The file locations of these sources are gin-configurable here, at the registration, so that the
 # library functions carry no gin: `msmarco_passage_triples.path = '/data/triples.train.small.tsv'`.
 _file_sources = {name: gin.external_configurable(getattr(sources, name), name)

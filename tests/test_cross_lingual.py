@@ -72,3 +72,16 @@ def test_the_tasks_are_on_the_bilingual_vocabulary():
   assert task.output_features["inputs"].vocabulary.vocab_size == 16100
   with pytest.raises(ValueError, match="unknown cross-lingual strategy"):
     cross_lingual_table("train", "cascade")
+
+
+def test_mt5_tasks_register_without_the_file_and_read_it_from_the_environment(monkeypatch):
+  from t5rank.models import vocab
+
+  monkeypatch.setenv(vocab.MT5_VOCABULARY_ENV, "/nonexistent/mt5.model")
+  with pytest.raises(FileNotFoundError, match="copy gs://t5-data/vocabs/mc4.250000.100extra"):
+    vocab.load_vocabulary("mt5")
+  # a stand-in file (the bilingual vocabulary): the name resolves to whatever the variable names
+  monkeypatch.setenv(vocab.MT5_VOCABULARY_ENV, vocab.VOCABULARIES["insuranceqa_enzh_16k"][0])
+  assert vocab.vocabulary_file("mt5") == (vocab.VOCABULARIES["insuranceqa_enzh_16k"][0], 100)
+  assert "insuranceqa_xling_mixed_mt5_monot5_yes_no" in seqio.TaskRegistry.names()
+  assert "xpi_bm25_mt5_monot5_yes_no" in seqio.TaskRegistry.names()

@@ -13,6 +13,9 @@ Vocabularies by name (`VOCABULARIES`; anything else is a path to a SentencePiece
   insuranceqa_en_8k_sentinels  the same 8,000 pieces + 100 sentinels (ids 8,000-8,099,
                       `<extra_id_0>` = 8,099), for span-corruption pre-training; a model pre-trained
                       on it fine-tunes on the `_8k` tasks (same pieces, same ids)
+  mt5                 mT5's 250,000 pieces + 100 sentinels (Xue et al. 2021), not shipped (4 MB):
+                      the file named by $T5RANK_MT5_VOCAB, else ~/.cache/t5rank/mt5_spiece.model;
+                      fetch it with `gsutil cp gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model`
   insuranceqa_enzh_16k  16,000 pieces of English and Chinese (InsuranceQA's answers and training
                       queries in both languages, Tatoeba's train sentences) + 100 sentinels
                       (16,000-16,099), for cross-lingual reranking (scripts/make_bilingual_vocab.py)
@@ -44,12 +47,28 @@ VOCABULARIES: dict[str, tuple[str, int]] = {
 }
 
 
+MT5_VOCABULARY_ENV = "T5RANK_MT5_VOCAB"
+MT5_VOCABULARY_URL = "gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model"
+
+
+def mt5_vocabulary_path() -> str:
+  """Where mT5's SentencePiece model is looked for: $T5RANK_MT5_VOCAB, else the cache (the file is
+  only read when used, so tasks on it register without it)."""
+  return os.environ.get(MT5_VOCABULARY_ENV) or os.path.join(
+      os.environ.get("T5RANK_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "t5rank"),
+      "mt5_spiece.model")
+
+
 class Vocabulary:
   """A T5 SentencePiece vocabulary (no BOS, EOS appended by the caller) plus extra ids."""
 
   def __init__(self, path: str = DEFAULT_SPM_PATH, extra_ids: int = DEFAULT_EXTRA_IDS):
     if not os.path.exists(path):
-      raise FileNotFoundError(f"SentencePiece model not found: {path}")
+      hint = ""
+      if path == mt5_vocabulary_path():
+        hint = (f" (mT5's vocabulary: copy {MT5_VOCABULARY_URL} there, or set "
+                f"{MT5_VOCABULARY_ENV} to its path)")
+      raise FileNotFoundError(f"SentencePiece model not found: {path}{hint}")
     with open(path, "rb") as f:
       self.model_proto = f.read()
     self.path = path
@@ -120,12 +139,17 @@ class Vocabulary:
 def vocabulary_file(vocabulary: str, extra_ids: Optional[int] = None) -> tuple[str, int]:
   """(SentencePiece model path, extra ids) of a name of `VOCABULARIES` or of a model's path;
   `extra_ids` defaults to the name's, and to T5's 100 for a path."""
-  if vocabulary in VOCABULARIES:
+  if vocabulary == "mt5":
+    path, default = mt5_vocabulary_path(), DEFAULT_EXTRA_IDS
+  elif vocabulary in VOCABULARIES:
     path, default = VOCABULARIES[vocabulary]
   elif os.path.isfile(vocabulary):
     path, default = vocabulary, DEFAULT_EXTRA_IDS
+  elif vocabulary == mt5_vocabulary_path():
+    raise FileNotFoundError(f"mT5's vocabulary is not at {vocabulary}: copy {MT5_VOCABULARY_URL} "
+                            f"there, or set {MT5_VOCABULARY_ENV} to its path")
   else:
-    names = ", ".join(VOCABULARIES)
+    names = ", ".join([*VOCABULARIES, "mt5"])
     raise FileNotFoundError(f"vocabulary {vocabulary!r} is neither a name ({names}) nor a "
                             "SentencePiece model file")
   return path, default if extra_ids is None else extra_ids
