@@ -26,8 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
-from make_insuranceqa_vocab import (add_target_pieces, check_target_words,  # noqa: E402
-                                    train_vocabulary)
+from make_insuranceqa_vocab import (add_target_pieces, train_vocabulary,  # noqa: E402
+                                    write_checked)
 
 from t5rank.models.vocab import DEFAULT_SPM_PATH, Vocabulary  # noqa: E402
 
@@ -63,16 +63,7 @@ def main() -> int:
   everything = [t for texts in sources.values() for t in texts]
   proto, replaced = add_target_pieces(
       train_vocabulary(everything, VOCAB_SIZE, character_coverage=CHARACTER_COVERAGE))
-  tmp = args.output + ".tmp"
-  with open(tmp, "wb") as f:
-    f.write(proto)
-  vocab = Vocabulary(tmp, extra_ids=0)
-  try:
-    check_target_words(vocab)
-  except SystemExit:
-    os.remove(tmp)
-    raise
-  os.replace(tmp, args.output)
+  vocab = write_checked(proto, args.output)
 
   t5 = Vocabulary(DEFAULT_SPM_PATH)
   for language in ("en", "zh"):

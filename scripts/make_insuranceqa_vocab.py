@@ -108,6 +108,21 @@ def check_target_words(vocab: Vocabulary) -> None:
     raise SystemExit("target words that are not single pieces:\n  " + "\n  ".join(problems))
 
 
+def write_checked(proto: bytes, output: str) -> Vocabulary:
+  """Writes the model to `output` (through a temporary file) only if `check_target_words` passes;
+  returns it as a `Vocabulary` (no extra ids)."""
+  tmp = output + ".tmp"
+  with open(tmp, "wb") as f:
+    f.write(proto)
+  try:
+    check_target_words(Vocabulary(tmp, extra_ids=0))
+  except SystemExit:
+    os.remove(tmp)
+    raise
+  os.replace(tmp, output)
+  return Vocabulary(output, extra_ids=0)
+
+
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,16 +132,7 @@ def main() -> int:
   answers, queries = training_texts()
   print(f"training on {len(answers)} answers + {len(queries)} training queries", flush=True)
   proto, replaced = add_target_pieces(train_vocabulary(answers + queries))
-  tmp = args.output + ".tmp"
-  with open(tmp, "wb") as f:
-    f.write(proto)
-  vocab = Vocabulary(tmp, extra_ids=0)
-  try:
-    check_target_words(vocab)
-  except SystemExit:
-    os.remove(tmp)
-    raise
-  os.replace(tmp, args.output)
+  vocab = write_checked(proto, args.output)
 
   ours = sum(map(len, vocab.encode_batch(answers))) / len(answers)
   theirs = sum(map(len, Vocabulary(DEFAULT_SPM_PATH).encode_batch(answers))) / len(answers)

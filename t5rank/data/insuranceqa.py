@@ -91,15 +91,23 @@ def export_insuranceqa(out_dir: str, split: str = "test", language: str = "en") 
   """Writes the four files of the module docstring to `out_dir` (each atomically) and returns
   {file name: path}. `split` is train, validation or test; `language` en or zh."""
   data = load_split(split, language)
+  return write_ranking_job(out_dir, data.queries, data.answers, data.relevant, data.pools, "pool")
+
+
+def write_ranking_job(out_dir: str, queries: dict[str, str], documents: dict[str, str],
+                      relevant: dict[str, list[str]], pools: dict[str, list[str]],
+                      tag: str) -> dict[str, str]:
+  """Writes `queries.tsv`, `corpus.jsonl`, `qrels.txt` (relevance 1) and `pool.run` (each pool,
+  score 0, in its order, run tag `tag`) to `out_dir`, each atomically; returns {file name: path}."""
   paths = {name: os.path.join(out_dir, name) for name in FILES}
   os.makedirs(out_dir, exist_ok=True)
   with atomic_write(paths["queries.tsv"]) as f:
-    f.writelines(f"{qid}\t{text}\n" for qid, text in data.queries.items())
+    f.writelines(f"{qid}\t{text}\n" for qid, text in queries.items())
   with atomic_write(paths["corpus.jsonl"]) as f:
-    f.writelines(json.dumps({"id": aid, "text": text}, ensure_ascii=False) + "\n"
-                 for aid, text in data.answers.items())
+    f.writelines(json.dumps({"id": docid, "text": text}, ensure_ascii=False) + "\n"
+                 for docid, text in documents.items())
   with atomic_write(paths["qrels.txt"]) as f:
-    f.writelines(f"{qid} 0 {aid} 1\n" for qid, aids in data.relevant.items() for aid in aids)
-  write_run(paths["pool.run"], {qid: [(aid, 0.0) for aid in pool]
-                                for qid, pool in data.pools.items()}, tag="pool")
+    f.writelines(f"{qid} 0 {docid} 1\n" for qid, docids in relevant.items() for docid in docids)
+  write_run(paths["pool.run"], {qid: [(docid, 0.0) for docid in pool]
+                                for qid, pool in pools.items()}, tag=tag)
   return paths

@@ -32,12 +32,11 @@ import os
 import random
 from typing import Optional
 
-from t5rank.data.insuranceqa import load_split
-from t5rank.data.readers import atomic_write, write_run
+from t5rank.data.insuranceqa import load_split, write_ranking_job
+from t5rank.data.readers import atomic_write
 
 ZH_SUFFIX = ":zh"
 LANGUAGES = ("en", "zh")
-FILES = ("queries.tsv", "corpus.jsonl", "qrels.txt", "pool.run", "xpr.json")
 
 
 def doc_id(answer_id: str, language: str) -> str:
@@ -120,17 +119,9 @@ def export_xpr(out_dir: str, split: str = "test", seed: int = 0,
   answer in both languages), `qrels.txt`, `pool.run` (each pool, score 0, in answer-id order: the
   file ranks nothing) and `xpr.json` (split, seed, each query's language, the counts)."""
   xpr = xpr_split(split, seed, num_queries)
-  paths = {name: os.path.join(out_dir, name) for name in FILES}
-  os.makedirs(out_dir, exist_ok=True)
-  with atomic_write(paths["queries.tsv"]) as f:
-    f.writelines(f"{qid}\t{text}\n" for qid, text in xpr.queries.items())
-  with atomic_write(paths["corpus.jsonl"]) as f:
-    f.writelines(json.dumps({"id": d, "text": text}, ensure_ascii=False) + "\n"
-                 for d, text in xpr.documents.items())
-  with atomic_write(paths["qrels.txt"]) as f:
-    f.writelines(f"{qid} 0 {d} 1\n" for qid, docs in xpr.relevant.items() for d in docs)
-  write_run(paths["pool.run"], {qid: [(d, 0.0) for d in pool] for qid, pool in xpr.pools.items()},
-            tag="xpr_pool")
+  paths = write_ranking_job(out_dir, xpr.queries, xpr.documents, xpr.relevant, xpr.pools,
+                            "xpr_pool")
+  paths["xpr.json"] = os.path.join(out_dir, "xpr.json")
   with atomic_write(paths["xpr.json"]) as f:
     json.dump({"construction": "Chen et al. 2020, section V-A-2 (t5rank.data.xpr)", "split": split,
                "seed": seed, "num_queries": len(xpr.queries), "counts": xpr.counts(),
