@@ -81,7 +81,8 @@ def test_vocabularies_by_name_and_path():
   assert (iqa.base_vocab_size, iqa.extra_ids, iqa.vocab_size) == (8000, 0, 8000)
   assert [iqa.id_to_piece(i) for i in (0, 1, 2)] == ["<pad>", "</s>", "<unk>"]
   assert load_vocabulary(iqa.path, 0).encode("premium") == iqa.encode("premium")
-  with pytest.raises(FileNotFoundError, match="neither a name \\(t5, insuranceqa_en_8k\\)"):
+  with pytest.raises(FileNotFoundError, match="neither a name \\(t5, insuranceqa_en_8k, "
+                     "insuranceqa_en_8k_sentinels, insuranceqa_enzh_16k, mt5\\)"):
     load_vocabulary("insuranceqa_en_32k")
 
 
