@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from t5rank.data.insuranceqa import load_records, split_of
-from t5rank.data.sources import TripleTable, _pooled_table
+from t5rank.data.sources import TripleTable, pooled_table
 
 STRATEGIES = ("en", "zh", "merged", "mixed")
 LANGUAGES = ("en", "zh")
@@ -76,4 +76,4 @@ def cross_lingual_table(split: str, strategy: str, seed: int = 0,
         pools.append([doc(a, passage_language) for a in data["en"].negatives[qid]])
       positives.append((query_index[key], doc(aid, passage_language)))
       positive_pools.append(pool_index[pool_key])
-  return _pooled_table(queries, documents, positives, pools, positive_pools)
+  return pooled_table(queries, documents, positives, pools, positive_pools)

@@ -116,7 +116,7 @@ class TripleTable:
                        np.arange(n + 1), self.pool_docs[entries].copy(), **scores)
 
 
-class _Interner:
+class Interner:
   """Text -> index, keeping each distinct text once."""
 
   def __init__(self):
@@ -131,7 +131,7 @@ class _Interner:
     return i
 
 
-def _pooled_table(queries: list[str], documents: list[str], positives: list[tuple[int, int]],
+def pooled_table(queries: list[str], documents: list[str], positives: list[tuple[int, int]],
                   pools: list[list[int]], positive_pools: list[int]) -> TripleTable:
   starts = np.zeros(len(pools) + 1, np.int64)
   starts[1:] = np.cumsum([len(p) for p in pools])
@@ -140,7 +140,7 @@ def _pooled_table(queries: list[str], documents: list[str], positives: list[tupl
                      np.asarray([d for p in pools for d in p], np.int64))
 
 
-def _one_negative_table(queries: _Interner, documents: _Interner,
+def _one_negative_table(queries: Interner, documents: Interner,
                         rows: list[tuple[int, int, int]]) -> TripleTable:
   """Fixed triples: each row its own pool of one negative."""
   array = np.asarray(rows, np.int64).reshape(-1, 3)
@@ -173,7 +173,7 @@ def read_triples_tsv(path: str, *, max_triples: Optional[int] = None,
                      skip_bad: bool = False) -> TripleTable:
   """MS MARCO `triples.train.small.tsv`: `query<TAB>positive<TAB>negative` per line, in file order
   (at most `max_triples`). Bad lines raise `InputFormatError` (file:line: what was expected)."""
-  queries, documents, rows = _Interner(), _Interner(), []
+  queries, documents, rows = Interner(), Interner(), []
 
   def parse(line: str) -> None:
     query, positive, negative = split_columns(
@@ -194,7 +194,7 @@ def read_qidpid_triples(path: str, queries_path: str, collection_path: str, *,
   from `queries.tsv` (`qid<TAB>text`) and `collection.tsv` (`pid<TAB>text`)."""
   query_texts = read_queries(queries_path, skip_bad=skip_bad)
   corpus = read_corpus(collection_path, skip_bad=skip_bad)
-  queries, documents, rows = _Interner(), _Interner(), []
+  queries, documents, rows = Interner(), Interner(), []
 
   def parse(line: str) -> None:
     qid, pos, neg = split_columns(line, None, (3,), "3 columns (qid, positive pid, negative pid)")
@@ -251,7 +251,7 @@ def read_generic_triples(queries_path: str, corpus_path: str, qrels_path: str, r
   for path, messages in unknown.items():
     logger.warning("%s: skipped %d line(s) with unknown ids; first: %s", path, len(messages),
                    messages[0])
-  queries, documents = _Interner(), _Interner()
+  queries, documents = Interner(), Interner()
   positives, pools, positive_pools, dropped = [], [], [], 0
   for qid in query_texts:
     positive_ids = sorted(relevant.get(qid, ()))
@@ -267,7 +267,7 @@ def read_generic_triples(queries_path: str, corpus_path: str, qrels_path: str, r
   if dropped:
     logger.warning("%s: %d queries have positives but no negatives in the run, or the reverse; "
                    "they are left out", qrels_path, dropped)
-  return _pooled_table(queries.texts, documents.texts, positives, pools, positive_pools)
+  return pooled_table(queries.texts, documents.texts, positives, pools, positive_pools)
 
 
 @functools.lru_cache(maxsize=8)
@@ -294,7 +294,7 @@ def insuranceqa_table(records: dict, answers: dict, language: str) -> TripleTabl
     for aid in data.relevant[qid]:
       positives.append((len(queries) - 1, answer_index[aid]))
       positive_pools.append(len(pools) - 1)
-  return _pooled_table(queries, list(data.answers.values()), positives, pools, positive_pools)
+  return pooled_table(queries, list(data.answers.values()), positives, pools, positive_pools)
 
 
 def _setting(value: Optional[str], env: str, what: str) -> str:

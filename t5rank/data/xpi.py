@@ -40,7 +40,7 @@ import numpy as np
 
 from t5rank.data import texts
 from t5rank.data.insuranceqa import clean, load_records
-from t5rank.data.sources import TripleTable, _Interner, _pooled_table
+from t5rank.data.sources import TripleTable, Interner, pooled_table
 
 NEGATIVES = ("random", "bm25")
 NUM_NEGATIVES = 20
@@ -153,7 +153,7 @@ def xpi_table_of(groups: list[Group], negatives: str = "random", seed: int = 0) 
       hard.update(_bm25_neighbours(
           groups, language, {g: positives_text[g][1] for g in range(len(groups))
                              if layout[g][1] == language}, NUM_NEGATIVES))
-  queries, documents = _Interner(), _Interner()
+  queries, documents = Interner(), Interner()
   positives, pools = [], []
   for g, (x, y) in positives_text.items():
     language = layout[g][1]
@@ -168,7 +168,7 @@ def xpi_table_of(groups: list[Group], negatives: str = "random", seed: int = 0) 
         picks.append(other)
     positives.append((queries(x), documents(y)))
     pools.append([documents(_side(groups[o], language)[0]) for o in picks])
-  return _pooled_table(queries.texts, documents.texts, positives, pools, list(range(len(pools))))
+  return pooled_table(queries.texts, documents.texts, positives, pools, list(range(len(pools))))
 
 
 def xpi_stats(split: str = "train", seed: int = 0, wheel: Optional[str] = None) -> dict[str, int]:

@@ -32,7 +32,7 @@ import os
 import random
 from typing import Optional
 
-from t5rank.data.insuranceqa import load_split, write_ranking_job
+from t5rank.data.insuranceqa import load_records, split_of, write_ranking_job
 from t5rank.data.readers import atomic_write
 
 ZH_SUFFIX = ":zh"
@@ -89,8 +89,9 @@ def query_rng(split: str, seed: int, qid: str) -> random.Random:
 def xpr_split(split: str = "test", seed: int = 0, num_queries: Optional[int] = None) -> XPRSplit:
   """The XPR construction of InsuranceQA's `split` (train, validation or test) for `seed`, on its
   first `num_queries` queries by id (all when None)."""
-  en = load_split(split, "en", num_queries)
-  zh = load_split(split, "zh", num_queries)
+  records, answers = load_records(split, "en")  # both languages' texts, read once
+  en = split_of(records, answers, "en", num_queries)
+  zh = split_of(records, answers, "zh", num_queries)
   if list(en.queries) != list(zh.queries) or list(en.answers) != list(zh.answers):
     raise ValueError(f"InsuranceQA {split}: the English and Chinese records do not correspond")
   queries, query_language, pools, relevant = {}, {}, {}, {}

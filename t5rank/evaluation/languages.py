@@ -19,7 +19,7 @@ import numpy as np
 
 from t5rank.data.readers import Run
 from t5rank.data.xpr import answer_of
-from t5rank.evaluation.metrics import _trec_eval_order, per_query, relevant_queries
+from t5rank.evaluation.metrics import trec_eval_order, per_query, relevant_queries
 
 BREAKDOWN_METRICS = ("MRR", "P@1", "acc@10", "MAP")
 
@@ -58,7 +58,7 @@ def language_preference(qrels: Mapping[str, Mapping[str, int]], run: Run,
   shares: dict[str, list[float]] = {"top_k_nonrelevant": [], "pool_nonrelevant": [],
                                     "top_k_relevant": [], "pool_relevant": []}
   for qid in relevant_queries(qrels):
-    ranked = [d for d, _ in _trec_eval_order(run.get(qid, []))]
+    ranked = [d for d, _ in trec_eval_order(run.get(qid, []))]
     language = query_language[qid]
     for name, docs in (("top_k", ranked[:k]), ("pool", ranked)):
       for relevant in (False, True):

@@ -56,7 +56,7 @@ def relevant_queries(qrels: Mapping[str, Mapping[str, int]]) -> list[str]:
   return sorted(qid for qid, docs in qrels.items() if any(rel >= 1 for rel in docs.values()))
 
 
-def _trec_eval_order(candidates: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+def trec_eval_order(candidates: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
   """Candidates as trec_eval ranks them: score descending, then document id descending."""
   return sorted(candidates, key=lambda c: (c[1], c[0]), reverse=True)
 
@@ -80,7 +80,7 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
     groups.setdefault(cutoff if base == "MRR" else None, {})[measure] = name
   judged = {qid: dict(qrels[qid]) for qid in qids}
   for depth, measures in groups.items():
-    ranked = {qid: dict(_trec_eval_order(candidates)[:depth]) for qid, candidates in run.items()
+    ranked = {qid: dict(trec_eval_order(candidates)[:depth]) for qid, candidates in run.items()
               if qid in position and candidates}
     for metric in ir_measures.pytrec_eval.iter_calc(list(measures), judged, ranked):
       values[measures[metric.measure]][position[metric.query_id]] = metric.value
