@@ -159,3 +159,48 @@ def test_prepare_model_reuses_resumes_or_moves_aside_by_recipe(tmp_path, monkeyp
   assert calls == [2, 2, 3, 3]
   with open(os.path.join(model_dir + ".previous", pipeline.RECIPE_FILE)) as f:
     assert "TRAIN_STEPS = 3" in json.load(f)["gin"]  # the model it replaced
+
+
+# The cross-lingual job's two stages shrunk alike: the fine-tuning starts from the pre-trained weights.
+SHAPE = [b for b in TINY_RECIPE if b.startswith("config.")]
+TINY_PRETRAIN = [*SHAPE, "TRAIN_STEPS = 2", "BATCH_SIZE = 4", "CHECKPOINT_EVERY = 2",
+                 "LOG_EVERY = 1", "WARMUP_STEPS = 1",
+                 "TASK_FEATURE_LENGTHS = {'inputs': 64, 'targets': 16}"]
+
+
+def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_path, capsys):
+  from t5rank.checkpoints import native
+  from t5rank.data.xpr import answer_of
+
+  workdir = str(tmp_path / "xpr")
+  results = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=4,
+                                     gin_bindings=TINY_RECIPE, pretrain_bindings=TINY_PRETRAIN,
+                                     tune_queries=3, progress=False, job=pipeline.CROSS_LINGUAL)
+  out = capsys.readouterr().out
+  for stage in ("export", "bm25", "pretrain", "train", "rerank", "tune", "evaluate"):
+    assert f"== {stage}: " in out
+  assert "share of the query's language" in out
+  assert results["bm25"]["language"] == "zh"
+  pretrained = results["model"]["pretrained"]
+  assert pretrained["trained_now"] and pretrained["step"] == 2
+  assert pretrained["checkpoint"] == os.path.join(workdir, "pretrain", "final")
+  # the fine-tuning read the pre-trained checkpoint and the bilingual vocabulary, and says so
+  with open(os.path.join(workdir, "model", pipeline.RECIPE_FILE)) as f:
+    gin_text = json.load(f)["gin"]
+  assert "INIT_CHECKPOINT" in gin_text and pretrained["checkpoint"] in gin_text
+  metadata = native.read_metadata(os.path.join(workdir, "model", "final"))
+  assert metadata["vocabulary"].startswith("insuranceqa_enzh_16k")
+  assert results["model"]["target_words"] == "yes_no"
+  # mixed-language candidate lists, ranked by the model as they are
+  qids = list(read_queries(os.path.join(workdir, "data", "queries.tsv")))[:4]
+  pool = read_run(os.path.join(workdir, "data", "pool.run"))
+  monot5 = check_run_file(os.path.join(workdir, "monot5.run"), qids, pool)
+  assert {answer_of(d)[1] for q in qids for d, _ in monot5[q]} == {"en", "zh"}
+  assert [r["name"] for r in results["evaluation"]["runs"]] == list(pipeline.SYSTEMS)
+  assert set(results["evaluation"]["runs"][0]["mean"]) == set(pipeline.XPR_METRICS)
+  for name in pipeline.SYSTEMS:
+    rows = results["languages"][name]["breakdown"]
+    assert sum(r["queries"] for r in rows if r["relevant"] == "all") == 4
+    assert 0.0 <= results["languages"][name]["preference"]["top_k_nonrelevant"] <= 1.0
+  with open(os.path.join(workdir, "data", "xpr.json")) as f:
+    assert json.load(f)["seed"] == pipeline.XPR_SEED

@@ -1,19 +1,29 @@
 """The main job: InsuranceQA v2 end to end -- BM25, fine-tuning, monoT5 reranking, evaluation.
 
-    test split (English) ─► BM25 over each query's answer pool (k1 0.9, b 0.4), top DEPTH
+Two jobs share the code (`Job`): `ENGLISH`, the paper's setting, and `CROSS_LINGUAL`, the XPR
+construction of the same pools (Chen et al. 2020: each query English or Chinese, half of each pool
+translated; `t5rank.data.xpr`) reranked by a bilingual tiny monoT5 pre-trained on InsuranceQA's and
+Tatoeba's English and Chinese text (`t5rank demo --cross-lingual`).
+
+    test split ─► BM25 over each query's answer pool (k1 0.9, b 0.4; the job's analyzer), top DEPTH
        (by default 1000, i.e. the whole pool of ~200 answers)
+    ─► pre-training (jobs that have one): WORKDIR/pretrain, as the model below
     ─► model: WORKDIR/model/final when it was trained by the same gin recipe, else `t5rank train`'s
-       code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run)
+       code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run); after a pre-training
+       its INIT_CHECKPOINT is WORKDIR/pretrain/final
     ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
     ─► hybrid: BM25 and monoT5 scores interpolated (`t5rank fuse`), the weight chosen on the first
        TUNE_QUERIES validation queries (their BM25 top DEPTH, scored the same way)
-    ─► BM25 vs BM25+monoT5 vs hybrid: MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25
-       (Bonferroni over the two) ─► table, JSON, PNG
+    ─► BM25 vs BM25+monoT5 vs hybrid: the job's metrics (English: MRR, MRR@10, P@1, nDCG@10, MAP;
+       cross-lingual: P@1 (= acc@1), acc@10, MRR, MAP, and each run's breakdown by query and answer
+       language), paired t-tests against BM25 (Bonferroni over the two) ─► table, JSON, PNG
 
 The work directory holds:
-    data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`)
+    data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`; for the
+                   cross-lingual job `export_xpr`, with xpr.json: each query's language)
     data_valid/    the same for the validation split (for the hybrid's weight)
     index/         the BM25 index, reused while the corpus and the BM25 settings are the same
+    pretrain/      the pre-training run, as model/ (cross-lingual job)
     model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
     bm25.run       BM25's top DEPTH of each query's pool
     monot5.run     the same candidates reranked by monoT5 (score: log P(true))
@@ -26,23 +36,26 @@ All runs hold the same DEPTH candidates per query, so the comparison is between 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
 from t5rank.data.readers import atomic_write
 
 DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
 DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
+XPR_SEED = 0
 # BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the
 # candidate set InsuranceQA defines) and monoT5 reranks all of it; with a depth of 100, a quarter of
 # the test queries keep no relevant answer at all.
 DEFAULT_DEPTH = 1000
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
+XPR_METRICS = ("P@1", "acc@10", "MRR", "MAP")
 SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
 TUNE_QUERIES = 200
 BM25_K1, BM25_B = DEFAULT_K1, DEFAULT_B
@@ -66,6 +79,44 @@ def _stage(name: str) -> float:
 def _done(name: str, start: float, timings: dict[str, float], detail: str = "") -> None:
   timings[name] = round(time.perf_counter() - start, 1)
   print(f"== {name}: {timings[name]:.1f} s{'; ' + detail if detail else ''}", flush=True)
+
+
+# -------------------------------------------------------------------------------------- the jobs
+
+
+def _export_english(out_dir: str, split: str) -> dict[str, str]:
+  from t5rank.data.insuranceqa import export_insuranceqa
+  return export_insuranceqa(out_dir, split=split, language="en")
+
+
+def _export_xpr(out_dir: str, split: str) -> dict[str, str]:
+  from t5rank.data.xpr import export_xpr
+  return export_xpr(out_dir, split=split, seed=XPR_SEED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """What differs between the jobs: the data (`export(out_dir, split)` writes queries.tsv,
+  corpus.jsonl, qrels.txt and pool.run, plus xpr.json for XPR pools), BM25's analyzer, the training
+  recipe (and the pre-training before it, if any), the metrics and the default work directory."""
+  name: str
+  export: Callable[[str, str], dict[str, str]]
+  bm25_language: str
+  gin_file: str
+  workdir: str
+  metrics: tuple[str, ...]
+  pretrain_gin_file: Optional[str] = None
+  cross_lingual: bool = False
+
+
+ENGLISH = Job(name="InsuranceQA v2, test split, English (answer pools)", export=_export_english,
+              bm25_language="en", gin_file=DEFAULT_GIN_FILE, workdir=DEFAULT_WORKDIR,
+              metrics=METRICS)
+CROSS_LINGUAL = Job(
+    name=f"InsuranceQA v2, test split, XPR construction (seed {XPR_SEED}): English and Chinese",
+    export=_export_xpr, bm25_language="zh", gin_file="gin/experiments/xpr_mixed_tiny_cpu.gin",
+    workdir=os.path.join("runs", "insuranceqa_xpr"), metrics=XPR_METRICS,
+    pretrain_gin_file="gin/experiments/pretrain_tiny_enzh_cpu.gin", cross_lingual=True)
 
 
 # ------------------------------------------------------------------------------------- the model
@@ -185,24 +236,27 @@ def plot_comparison(report: dict, path: str, title: str) -> None:
 # ------------------------------------------------------------------------------------ the job
 
 
-def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPTH,
+def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH,
                     num_queries: Optional[int] = None,
-                    gin_files: Sequence[str] = (DEFAULT_GIN_FILE,),
+                    gin_files: Optional[Sequence[str]] = None,
                     gin_bindings: Sequence[str] = (), retrain: bool = False,
-                    tune_queries: int = TUNE_QUERIES, progress: bool = True) -> dict:
-  """Runs the job (module docstring) in `workdir` on the first `num_queries` test queries (all 2,000
-  when None), reranking BM25's top `depth`; training uses `gin_files` and `gin_bindings` (gin
-  binding strings, MODEL_DIR excepted). Returns what results.json holds."""
+                    tune_queries: int = TUNE_QUERIES, progress: bool = True, job: Job = ENGLISH,
+                    pretrain_bindings: Sequence[str] = ()) -> dict:
+  """Runs `job` (module docstring) in `workdir` (the job's own when None) on the first
+  `num_queries` test queries (all 2,000 when None), reranking BM25's top `depth`; training uses
+  `gin_files` (the job's when None) and `gin_bindings` (gin binding strings, MODEL_DIR excepted),
+  the job's pre-training its gin file and `pretrain_bindings`. Returns what results.json holds."""
   from t5rank.evaluation import metrics as evaluation
   from t5rank.ranking import fusion
   from t5rank.checkpoints import native
-  from t5rank.data.insuranceqa import export_insuranceqa
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
   from t5rank.models.monot5 import MonoT5
 
   if depth < 1 or tune_queries < 1 or (num_queries is not None and num_queries < 1):
     raise ValueError("depth and the numbers of queries must be positive, got "
                      f"{depth}, {num_queries}, {tune_queries}")
+  workdir = workdir or job.workdir
+  gin_files = list(gin_files or [job.gin_file])
   timings: dict[str, float] = {}
   os.makedirs(workdir, exist_ok=True)
   paths = {name: os.path.join(workdir, name)
@@ -210,8 +264,8 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
                         "results.json", "results.png")}
   begin = time.perf_counter()
 
-  start = _stage("export: InsuranceQA v2 test split, English")
-  data = export_insuranceqa(os.path.join(workdir, "data"), split="test", language="en")
+  start = _stage(f"export: {job.name}")
+  data = job.export(os.path.join(workdir, "data"), "test")
   queries = read_queries(data["queries.tsv"])
   queries = dict(list(queries.items())[:num_queries])
   qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items() if qid in queries}
@@ -219,15 +273,30 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
   pool = read_run(data["pool.run"])
   _done("export", start, timings, f"{len(queries)} queries, {len(corpus)} answers")
 
-  start = _stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}) over each query's answer pool, top {depth}")
+  start = _stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}, analyzer {job.bm25_language}) over each "
+                 f"query's answer pool, top {depth}")
   retriever = BM25.open(corpus, os.path.join(workdir, "index"), k1=BM25_K1, b=BM25_B,
-                        language="en")
+                        language=job.bm25_language)
   bm25 = retriever.retrieve(queries, k=depth, candidates=pool)
   write_run(paths["bm25.run"], bm25, tag="bm25")
   pairs = sum(map(len, bm25.values()))
   whole = all(len(bm25.get(qid, ())) == len(pool[qid]) for qid in queries)
   candidates = "each query's whole pool" if whole else f"BM25's top {depth}"
   _done("bm25", start, timings, f"{pairs} candidates ({candidates})")
+
+  pretrained = None
+  if job.pretrain_gin_file:
+    start = _stage(f"pre-training: {job.pretrain_gin_file}")
+    pretrain_dir = os.path.join(workdir, "pretrain")
+    checkpoint, trained = prepare_model(pretrain_dir, [job.pretrain_gin_file], pretrain_bindings,
+                                        retrain=retrain)
+    pretrained = {"checkpoint": checkpoint, "trained_now": trained,
+                  "step": native.read_metadata(checkpoint).get("step"),
+                  "recipe_sha256": _read_json(os.path.join(pretrain_dir, RECIPE_FILE))["sha256"]}
+    _done("pretrain" if trained else "load pretrained", start, timings, checkpoint)
+    # a new pre-trained model makes the fine-tuned one stale even though its recipe reads the same
+    gin_bindings = [*gin_bindings, f"INIT_CHECKPOINT = {checkpoint!r}"]
+    retrain = retrain or trained
 
   start = _stage("model")
   model_dir = os.path.join(workdir, "model")
@@ -249,15 +318,15 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
         "tokenization included")
 
   start = _stage(f"tune: the BM25/monoT5 interpolation weight on {tune_queries} validation queries")
-  valid = export_insuranceqa(os.path.join(workdir, "data_valid"), split="validation",
-                             language="en")
+  valid = job.export(os.path.join(workdir, "data_valid"), "validation")
   valid_queries = dict(list(read_queries(valid["queries.tsv"]).items())[:tune_queries])
   valid_qrels = {qid: docs for qid, docs in read_qrels(valid["qrels.txt"]).items()
                  if qid in valid_queries}
+  valid_corpus = read_corpus(valid["corpus.jsonl"])
   valid_bm25 = retriever.retrieve(valid_queries, k=depth, candidates=read_run(valid["pool.run"]))
   write_run(paths["valid_bm25.run"], valid_bm25, tag="bm25")
-  valid_monot5, _ = _rerank(reranker, params, model_id, trained, valid_queries, corpus, valid_bm25,
-                            paths["valid_bm25.run"], paths["valid_monot5.run"], progress)
+  valid_monot5, _ = _rerank(reranker, params, model_id, trained, valid_queries, valid_corpus,
+                            valid_bm25, paths["valid_bm25.run"], paths["valid_monot5.run"], progress)
   weight, tuning = fusion.tune_weight(valid_qrels, valid_bm25, valid_monot5, metric="MRR")
   hybrid = fusion.interpolate(bm25, monot5, weight)
   write_run(paths["hybrid.run"], hybrid, tag="hybrid")
@@ -265,19 +334,22 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
         f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
 
   start = _stage("evaluate")
-  report = evaluation.evaluate(qrels, dict(zip(SYSTEMS, (bm25, monot5, hybrid))), METRICS)
+  systems = dict(zip(SYSTEMS, (bm25, monot5, hybrid)))
+  report = evaluation.evaluate(qrels, systems, job.metrics)
   print(evaluation.format_table(report), flush=True)
+  languages = _language_report(qrels, systems, data["xpr.json"]) if job.cross_lingual else None
   _done("evaluate", start, timings)
   timings["total"] = round(time.perf_counter() - begin, 1)
 
   results = {
-      "dataset": "InsuranceQA v2, test split, English (answer pools)",
+      "dataset": job.name,
       "queries": len(queries), "depth": depth, "candidates": candidates,
-      "bm25": {"k1": BM25_K1, "b": BM25_B},
+      "bm25": {"k1": BM25_K1, "b": BM25_B, "language": job.bm25_language},
       "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
                 "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
-                "max_length": max_length,
-                "bm25_in_input": bool(metadata.get("bm25_in_input"))},
+                "max_length": max_length, "target_words": metadata.get("target_words"),
+                "bm25_in_input": bool(metadata.get("bm25_in_input")),
+                "pretrained": pretrained},
       "hybrid": {"weight": weight, "normalization": "zscore", "tuned_on":
                  f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
                  "validation_MRR": {f"{w:g}": v for w, v in tuning.items()}},
@@ -286,11 +358,15 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
                 "hybrid": paths["hybrid.run"],
                 "chart": paths["results.png"], "qrels": data["qrels.txt"]},
   }
+  if languages is not None:
+    results["languages"] = languages
+    results["files"]["xpr"] = data["xpr.json"]
   plot_comparison(report, paths["results.png"],
-                  f"InsuranceQA v2 test, {len(queries)} queries: {candidates} (BM25)\n"
+                  f"{job.name}, {len(queries)} queries: {candidates} (BM25)\n"
                   f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
                   f"{metadata.get('step')}"
-                  f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}),\n"
+                  f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}"
+                  f"{', pre-trained' if pretrained else ''}),\n"
                   f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation); "
                   "p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:
@@ -299,3 +375,18 @@ def run_insuranceqa(*, workdir: str = DEFAULT_WORKDIR, depth: int = DEFAULT_DEPT
         f"{paths['results.json']}, {paths['results.png']}; total {timings['total']:.1f} s",
         flush=True)
   return results
+
+
+def _language_report(qrels, systems, xpr_json: str) -> dict:
+  """{system: {"breakdown": rows, "preference": shares}} (`t5rank.evaluation.languages`), printed."""
+  from t5rank.data.xpr import read_xpr_languages
+  from t5rank.evaluation import languages
+
+  query_language = read_xpr_languages(xpr_json)
+  out = {}
+  for name, run in systems.items():
+    rows = languages.language_breakdown(qrels, run, query_language)
+    preference = languages.language_preference(qrels, run, query_language)
+    print(languages.format_breakdown(name, rows, preference, 10), flush=True)
+    out[name] = {"breakdown": rows, "preference": preference}
+  return out
