@@ -11,7 +11,8 @@ stopped; `t5rank train` itself resumes an interrupted run):
   2. XPI (only for the + XPI rows): gin/experiments/xpi_tiny_cpu.gin from it -> WORKDIR/xpi;
   3. each row (gin/experiments/xpr_tiny_cpu.gin, 8,000 steps of batch 32 each, the same data for
      every strategy): en_only, merged, cascade (4,000 English + 4,000 Chinese), mixed, and
-     xpi_merged, xpi_cascade, xpi_mixed (the same from WORKDIR/xpi/final);
+     xpi_merged, xpi_cascade, xpi_mixed (the same from WORKDIR/xpi/final); and mixed_true_false,
+     mixed with monoT5's true/false as target words instead of yes/no (not a row of the paper);
   4. the XPR construction of the test split (`t5rank xpr --seed SEED`), BM25 over it (character
      bigrams: the `zh` analyzer, Latin words lowercased) as the candidate order and the BM25 row;
   5. `t5rank score` of every row's final model over every pool (403,308 pairs, no windows);
@@ -30,7 +31,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN = os.path.join(REPO, "gin", "experiments")
-TASK = "insuranceqa_xling_{}_monot5_yes_no"
+TASK = "insuranceqa_xling_{}_monot5_{}"
 # row -> [(task strategy, steps, init: "pretrain" | "xpi" | "previous")]
 ROWS = {
     "en_only": [("en", 8000, "pretrain")],
@@ -40,7 +41,9 @@ ROWS = {
     "xpi_merged": [("merged", 8000, "xpi")],
     "xpi_cascade": [("en", 4000, "xpi"), ("zh", 4000, "previous")],
     "xpi_mixed": [("mixed", 8000, "xpi")],
+    "mixed_true_false": [("mixed", 8000, "pretrain")],
 }
+TARGETS = {"mixed_true_false": "true_false"}  # the other rows: yes_no
 METRICS = "P@1,acc@10,MRR,MAP"
 
 
@@ -83,10 +86,13 @@ def main(argv=None) -> int:
   finals = {}
   for row in rows:
     previous = None
+    targets = TARGETS.get(row, "yes_no")
     for i, (strategy, steps, init) in enumerate(ROWS[row]):
       start = {"pretrain": pretrain, "xpi": xpi, "previous": previous}[init]
       previous = train(os.path.join(w, row if len(ROWS[row]) == 1 else f"{row}_{i}_{strategy}"),
-                       "xpr_tiny_cpu.gin", f"MIXTURE_OR_TASK_NAME={TASK.format(strategy)!r}",
+                       "xpr_tiny_cpu.gin",
+                       f"MIXTURE_OR_TASK_NAME={TASK.format(strategy, targets)!r}",
+                       f"rerank_eval.RerankEval.targets={targets!r}",
                        f"TRAIN_STEPS={steps}", f"trainer.Loop.eval_every={steps}",
                        f"INIT_CHECKPOINT={start!r}")
     finals[row] = previous
