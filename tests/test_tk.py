@@ -240,20 +240,54 @@ def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, 
                              rtol=1e-5)
 
 
-def test_long_and_short_queries_score_as_the_network(vocabulary):
+def test_query_terms_are_packed_in_rows_and_score_as_the_network(vocabulary):
+  from t5rank.models import tk_reranker
   from t5rank.ranking.scorer import score_pairs
 
   config = small_config(vocabulary).replace(max_query_length=30)
   params = tk.init_tk_params(config, jax.random.PRNGKey(6))
-  long_query = " ".join(TEXTS)  # 30 words after the cap, past the 16-word bucket
+  long_query = " ".join(TEXTS)  # 30 words after the cap
   queries, passages = [long_query, TEXTS[4], long_query], [TEXTS[0], TEXTS[0], TEXTS[2]]
   reranker = TK(config, vocabulary)
-  batches = reranker.batches(reranker.encode(queries, passages), batch_tokens=24)
-  # TEXTS[0] is read by a long query too: its pairs match at 30; TEXTS[2] only by a long one
-  assert sorted(b.arrays[3].shape[2] for b in batches) == [30]
-  assert sorted(b.arrays[3].shape[2]
-                for b in reranker.batches(reranker.encode([TEXTS[4]], [TEXTS[1]]),
-                                          batch_tokens=24)) == [16]
+  assert tk_reranker.TERMS_PER_ROW == 32
+  [batch] = reranker.batches(reranker.encode(queries, passages), batch_tokens=24)
+  doc_ids, row_doc, query, offset, pair, mask, pair_row, item_slot = batch.arrays
+  # Both documents (6 and 4 words) in one group of 24 // 12 = 2; TEXTS[0]'s pairs take 30 + 5
+  # terms: two rows, the 5-word query starting at the end of the first; TEXTS[2]'s one: one row.
+  assert doc_ids.shape == (1, 2, 12) and row_doc.tolist() == [[0, 0, 1]]
+  assert pair[0, 0].tolist() == [0] * 30 + [1] * 2 and offset[0, 0].tolist() == list(range(30)) + [0, 1]
+  assert pair[0, 1, :3].tolist() == [1] * 3 and offset[0, 1, :3].tolist() == [2, 3, 4]
+  assert mask[0, 1].tolist() == [True] * 3 + [False] * 29 and mask[0, 2].sum() == 30
+  assert query[0, 0].tolist() == [0] * 30 + [1] * 2  # the distinct queries: long 0, TEXTS[4] 1
+  assert pair_row[0, :3].tolist() == [0, 0, 2] and item_slot[:3].tolist() == [0, 1, 2]
+  assert batch.items.tolist() == [0, 1, 2]
   scores, _ = score_pairs(reranker, params, queries, passages, batch_tokens=24)
   np.testing.assert_allclose(scores, direct_scores(config, params, vocabulary, queries, passages),
                              rtol=1e-5, atol=1e-5)
+
+
+def test_query_table_is_kept_across_shards_of_one_run(vocabulary):
+  from t5rank.models import tk_reranker
+  from t5rank.ranking.devices import scoring_mesh
+
+  config = small_config(vocabulary)
+  params = tk.init_tk_params(config, jax.random.PRNGKey(7))
+  reranker, mesh = TK(config, vocabulary), scoring_mesh()
+  first = reranker.encode([TEXTS[4], TEXTS[5]], [TEXTS[0], TEXTS[1]])
+  state = reranker.shard_state(params, first, mesh=mesh)
+  table = reranker._table
+  assert table["used"] == 5 + 6 and state["terms"].shape[1] == 32  # 2 x 11 terms -> 32 rows
+  second = reranker.encode([TEXTS[5], TEXTS[4]], [TEXTS[2], TEXTS[3]])
+  calls = []
+  real = tk_reranker._query_terms
+  try:
+    tk_reranker._query_terms = lambda *a, **k: calls.append(1) or real(*a, **k)
+    state2 = reranker.shard_state(params, second, mesh=mesh)  # same params: nothing to encode
+    assert not calls and reranker._table["used"] == 11
+    # the second shard's query 0 is TEXTS[5], whose terms follow TEXTS[4]'s in the table
+    assert state2["query_start"][:2].tolist() == [5, 0]
+    np.testing.assert_array_equal(state2["terms"], state["terms"])
+    reranker.shard_state(jax.tree.map(lambda x: x + 0, params), second, mesh=mesh)
+    assert len(calls) == 1  # other parameters: a new table (both queries have 5-6 words: 1 call)
+  finally:
+    tk_reranker._query_terms = real

@@ -119,16 +119,23 @@ def positional_encoding(length: int, dim: int) -> np.ndarray:
   return encoding.astype(np.float32)
 
 
+def term_kernels(match: jax.Array, doc_weight: jax.Array, mus: tuple[float, ...],
+                 sigma: float) -> jax.Array:
+  """Kᵢᵏ (..., K): the kernels of each query term i summed over the last axis of `match` (..., n),
+  the document terms, weighted by `doc_weight` (broadcast to `match`; 1 real, 0 padding)."""
+  # (5) Kᵢⱼᵏ = exp(−(Mᵢⱼ − μₖ)² / 2σ²) and (6) Kᵢᵏ = Σⱼ Kᵢⱼᵏ, one kernel at a time so that XLA
+  # fuses each into its sum instead of writing the (..., n, K) tensor to memory
+  return jnp.stack([jnp.sum(jnp.exp(-jnp.square(match - mu) / (2.0 * sigma ** 2)) * doc_weight,
+                            axis=-1) for mu in mus], axis=-1)
+
+
 def kernel_pooling(match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array,
                    mus: tuple[float, ...], sigma: float) -> tuple[jax.Array, jax.Array, jax.Array]:
   """(s_log (B, K), s_len (B, K), Kᵢᵏ (B, m, K)) of the match matrices `match` (B, m, n) over the
   real query and document terms (masks (B, m), (B, n))."""
   q = query_mask.astype(jnp.float32)[..., None]  # (B, m, 1)
   d = doc_mask.astype(jnp.float32)  # (B, n)
-  # (5) Kᵢⱼᵏ = exp(−(Mᵢⱼ − μₖ)² / 2σ²) and (6) Kᵢᵏ = Σⱼ Kᵢⱼᵏ, one kernel at a time so that XLA
-  # fuses each into its sum instead of writing the (B, m, n, K) tensor to memory
-  per_term = jnp.stack([jnp.sum(jnp.exp(-jnp.square(match - mu) / (2.0 * sigma ** 2))
-                                * d[:, None, :], axis=2) for mu in mus], axis=-1)  # (B, m, K)
+  per_term = term_kernels(match, d[:, None, :], mus, sigma)  # (B, m, K)  (5), (6)
   s_log = jnp.sum(jnp.log2(jnp.maximum(per_term, LOG_FLOOR)) * q, axis=1)  # (B, K)  (7)
   d_len = jnp.maximum(jnp.sum(d, axis=-1), 1.0)[:, None]  # (B, 1)
   s_len = jnp.sum(per_term * q, axis=1) / d_len  # (B, K)  (8)
@@ -212,28 +219,65 @@ class TKNetwork(nn.Module):
              "s_log": s_log, "s_len": s_len, "beta": beta, "gamma": gamma}
     if not c.windows:
       return beta * s_log + gamma * s_len, parts  # (10)
-    return self._windowed(match, query_mask, doc_mask), parts
+    q = query_mask.astype(jnp.float32)
 
-  def _windowed(self, match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array) -> jax.Array:
-    """TUW19-d3: for each window size, the top `window_top` window scores (sorted) weighted."""
+    def over_terms(x: jax.Array) -> jax.Array:  # (B, m, ...) -> (B, ...): the real query terms
+      return jnp.sum(x * q.reshape(q.shape + (1,) * (x.ndim - 2)), axis=1)
+
+    return self._windowed(match, doc_mask, doc_mask, over_terms), parts
+
+  def pool_packed(self, match: jax.Array, doc_mask: jax.Array, term_pair: jax.Array,
+                  term_mask: jax.Array, pair_row: jax.Array) -> jax.Array:
+    """(N,) scores of N pairs whose query terms lie packed in rows: `match` (R, P, n) holds the
+    cosines of P query terms with the document of row r (`doc_mask` (R, n)); term (r, p) is one of
+    pair term_pair[r, p]'s (0 <= it < N) where `term_mask`; pair k's document is row pair_row[k]'s.
+    The same score as `pool` on each pair, the sums over a query's terms (7), (8) taken as
+    segment sums, so that no query is padded to the longest."""
     c = self.config
-    total = jnp.zeros(match.shape[0], jnp.float32)
+    num_pairs = pair_row.shape[0]
+    segments, weight = term_pair.reshape(-1), term_mask.astype(jnp.float32).reshape(-1)
+
+    def over_terms(x: jax.Array) -> jax.Array:  # (R, P, ...) -> (N, ...): each pair's real terms
+      flat = x.reshape((-1,) + x.shape[2:])
+      return jax.ops.segment_sum(flat * weight.reshape((-1,) + (1,) * (flat.ndim - 1)), segments,
+                                 num_segments=num_pairs)
+
+    pair_doc_mask = doc_mask[pair_row]  # (N, n)
+    if c.windows:
+      return self._windowed(match, doc_mask, pair_doc_mask, over_terms)
+    per_term = term_kernels(match, doc_mask.astype(jnp.float32)[:, None, :], c.kernel_mus,
+                            c.kernel_sigma)  # (R, P, K)  (5), (6)
+    s_log_k = over_terms(jnp.log2(jnp.maximum(per_term, LOG_FLOOR)))  # (N, K)  (7)
+    d_len = jnp.maximum(jnp.sum(pair_doc_mask.astype(jnp.float32), axis=-1), 1.0)[:, None]
+    return self._combine(s_log_k, over_terms(per_term) / d_len)  # (8)-(10)
+
+  def _combine(self, s_log_k: jax.Array, s_len_k: jax.Array) -> jax.Array:
+    """s = β·(s_logᵏ·W₁) + γ·(s_lenᵏ·W₂) over the last (kernel) axis: (9), (10)."""
+    return (self.combine[0] * (s_log_k @ self.log_weights)
+            + self.combine[1] * (s_len_k @ self.length_weights))
+
+  def _windowed(self, match: jax.Array, doc_mask: jax.Array, pair_doc_mask: jax.Array,
+                over_terms) -> jax.Array:
+    """TUW19-d3: for each window size, the top `window_top` window scores (sorted) weighted.
+    `match` (R, m, n) against row documents `doc_mask` (R, n); `over_terms` sums (R, m, ...) over
+    each pair's real query terms into (N, ...); `pair_doc_mask` (N, n) is each pair's document."""
+    c = self.config
+    rows, terms, n = match.shape
+    total = jnp.zeros(pair_doc_mask.shape[0], jnp.float32)
     for i, size in enumerate(c.windows):
-      n = match.shape[2]
       pad = -n % size
       windows = (n + pad) // size
-      m = jnp.pad(match, ((0, 0), (0, 0), (0, pad))).reshape(match.shape[0], match.shape[1],
-                                                              windows, size)  # (B, m, W, size)
-      d = jnp.pad(doc_mask, ((0, 0), (0, pad))).reshape(doc_mask.shape[0], windows, size)
-      flat_m = jnp.moveaxis(m, 2, 1).reshape(-1, match.shape[1], size)  # (B·W, m, size)
-      flat_q = jnp.repeat(query_mask, windows, axis=0)
-      s_log_k, s_len_k, _ = kernel_pooling(flat_m, flat_q, d.reshape(-1, size), c.kernel_mus,
-                                           c.kernel_sigma)
-      scores = (self.combine[0] * (s_log_k @ self.log_weights)
-                + self.combine[1] * (s_len_k @ self.length_weights)).reshape(-1, windows)
-      real = d.any(axis=-1)  # (B, W) windows holding at least one real term
+      m = jnp.pad(match, ((0, 0), (0, 0), (0, pad))).reshape(rows, terms, windows, size)
+      d = jnp.pad(doc_mask, ((0, 0), (0, pad))).reshape(rows, windows, size)
+      per_term = term_kernels(m, d.astype(jnp.float32)[:, None], c.kernel_mus,
+                              c.kernel_sigma)  # (R, m, W, K)
+      pair_d = jnp.pad(pair_doc_mask, ((0, 0), (0, pad))).reshape(-1, windows, size)  # (N, W, size)
+      d_len = jnp.maximum(jnp.sum(pair_d.astype(jnp.float32), axis=-1), 1.0)[..., None]
+      scores = self._combine(over_terms(jnp.log2(jnp.maximum(per_term, LOG_FLOOR))),
+                             over_terms(per_term) / d_len)  # (N, W): each window as a document
+      real = pair_d.any(axis=-1)  # (N, W) windows holding at least one real term
       top = min(c.window_top, windows)
-      best, _ = jax.lax.top_k(jnp.where(real, scores, -jnp.inf), top)  # (B, top) sorted
+      best, _ = jax.lax.top_k(jnp.where(real, scores, -jnp.inf), top)  # (N, top) sorted
       best = jnp.where(jnp.isfinite(best), best, 0.0)  # a short document has fewer windows: 0
       total = total + best @ self.window_weights[i, :top]
     return total

@@ -1,6 +1,18 @@
 """TK behind the `Reranker` interface (`t5rank.models.tk` holds the network): the scorer's two-stage
-path, in which a shard's queries are contextualized once (`TK.shard_state`) and each batch
-contextualizes its distinct documents once and matches them against their pairs' queries in slots.
+path. Queries are contextualized once (`TK.shard_state`, into a table of term vectors kept from
+shard to shard while the parameters are the same); each batch contextualizes its distinct documents
+once and matches them against the query terms of their pairs, packed into rows without padding each
+query to the longest (`TKNetwork.pool_packed`).
+
+A batch (`TK.batches`) is G independent groups, G = the data-parallel devices, each holding
+    documents (Dg, n)          the group's distinct documents, one length bucket of 32 words
+    rows (Rg,) of P = 32 terms  row r matches document row_doc[r] against 32 query terms: the real
+                               (in-vocabulary) words of that document's pairs' queries, one pair
+                               after another (a pair may continue on the next row), padding at the
+                               end of each document's last row only
+    pairs (Ng,)                each term's pair (a segment id), each pair's row
+so that each device scores its own group; the network sees the same cosines and kernel sums as for
+one pair at a time, summed over a pair's terms by segments.
 """
 
 from __future__ import annotations
@@ -20,8 +32,9 @@ from t5rank.models.words import UNK_ID
 
 logger = logging.getLogger(__name__)
 
-SLOTS, ROWS_PER_DOCUMENT = 8, 2  # a scoring batch of D documents: 2·D rows of 8 pairs each
-SHORT_QUERY = 16  # scoring matches queries of at most 16 words at that length, longer ones at 30
+TERMS_PER_ROW = 32  # P: query terms matched per row (InsuranceQA queries: 7.4 words on average)
+DOCUMENT_BUCKET = 32  # documents are padded to a multiple of this many words (or the maximum)
+QUERY_BUCKET = 8  # queries are contextualized at a multiple of this many words (or the maximum)
 
 
 def _stack_members(params, config: TKConfig):
@@ -37,30 +50,37 @@ def encode_step(params, ids: jax.Array, *, config: TKConfig) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _encode_queries(params, ids, *, config):
-  return encode_step(params, ids, config=config)
+def _query_terms(params, ids, *, config):
+  """(members, B, L, E) unit vectors of contextualized queries `ids` (B, L); 0 at padding/unknown."""
+  return unit_vectors(encode_step(params, ids, config=config))
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _score_documents(state, doc_ids, row_doc, slot_query, query_mask, item_slot, *, config):
-  """Scores a batch laid out in slots: documents (D, n) contextualized once; row r holds up to S
-  pairs of document row_doc[r], slot (r, s) reading the shard's query slot_query[r, s] (cut to the
-  batch's query length m = query_mask.shape[2]); item i's score is slot item_slot[i]'s. The
-  document vectors are matched against their slots' queries without copying them per pair."""
+def _score_documents(state, doc_ids, row_doc, term_query, term_offset, term_pair, term_mask,
+                     pair_row, item_slot, *, config):
+  """(s, sigmoid(s)) of a batch's items (see the module docstring for the layout). Each group g:
+  documents doc_ids[g] (Dg, n), contextualized once; row r matches document row_doc[g, r] against
+  the P query terms term (term_query, term_offset) of the shard's queries, read from the state's
+  table at query_start[term_query] + term_offset; pair_row[g] (Ng,) each pair's row. Item i's
+  score is pair item_slot[i] of the flattened (G·Ng,) pairs."""
   network = TKNetwork(config)
-  rows, slots, m = query_mask.shape
-  docs = encode_step(state["params"], doc_ids, config=config)  # (members, D, n, E)
-  queries = state["queries"][:, slot_query, :m]  # (members, R, S, m, E)
-  doc_mask = jnp.repeat((doc_ids > UNK_ID)[row_doc], slots, axis=0)  # (R·S, n)
+  members = _stack_members(state["params"], config)
+  table = state["terms"]  # (members, T, E) unit vectors of contextualized query terms
 
-  def member(params, query, doc):
-    match = jnp.einsum("rsme,rne->rsmn", unit_vectors(query), unit_vectors(doc[row_doc]))  # (4)
-    return network.apply({"params": params}, match.reshape(rows * slots, m, -1),
-                         query_mask.reshape(rows * slots, m), doc_mask,
-                         method=TKNetwork.pool)[0]  # (R·S,)
+  def group(doc_ids, row_doc, term_query, term_offset, term_pair, term_mask, pair_row):
+    docs = unit_vectors(encode_step(state["params"], doc_ids, config=config))  # (M, Dg, n, E)
+    terms = table[:, state["query_start"][term_query] + term_offset]  # (M, Rg, P, E)
+    row_mask = (doc_ids > UNK_ID)[row_doc]  # (Rg, n)
 
-  score = jnp.mean(jax.vmap(member)(_stack_members(state["params"], config), queries, docs),
-                   axis=0)[item_slot]
+    def member(params, terms, docs):
+      match = jnp.einsum("rpe,rne->rpn", terms, docs[row_doc])  # (Rg, P, n)  (4)
+      return network.apply({"params": params}, match, row_mask, term_pair, term_mask, pair_row,
+                           method=TKNetwork.pool_packed)  # (Ng,)
+
+    return jnp.mean(jax.vmap(member)(members, terms, docs), axis=0)
+
+  score = jax.vmap(group)(doc_ids, row_doc, term_query, term_offset, term_pair, term_mask,
+                          pair_row).reshape(-1)[item_slot]
   return score, jax.nn.sigmoid(score)
 
 
@@ -71,12 +91,44 @@ def _pad_rows(n: int, multiple: int) -> int:
   return -(-rows // multiple) * multiple
 
 
+class _Group:
+  """One device's share of a batch, filled document by document (see the module docstring)."""
+
+  def __init__(self):
+    self.docs: list[int] = []  # distinct-document indices, by slot
+    self.row_doc: list[int] = []  # each row's document slot
+    self.terms: list[np.ndarray] = []  # (4, rows·P) chunks: query, offset, pair, mask
+    self.pairs: list[int] = []  # example indices, by local pair index
+    self.pair_row: list[int] = []
+
+  def add(self, doc: int, pairs: np.ndarray, query_of: np.ndarray, counts: np.ndarray) -> None:
+    """Document `doc` (a new slot) and `pairs` (example indices reading it), their query terms
+    packed into new rows."""
+    queries = query_of[pairs]
+    width = np.maximum(counts[queries], 1)  # an empty query still takes one (masked) position
+    first = np.cumsum(width) - width  # each pair's first position
+    total, rows = int(width.sum()), -(-int(width.sum()) // TERMS_PER_ROW)
+    chunk = np.zeros((4, rows * TERMS_PER_ROW), np.int32)
+    offset = np.arange(total) - np.repeat(first, width)
+    real = offset < np.repeat(counts[queries], width)
+    chunk[0, :total] = np.repeat(queries, width)
+    chunk[1, :total] = np.where(real, offset, 0)
+    chunk[2, :total] = np.repeat(np.arange(len(self.pairs), len(self.pairs) + len(pairs)), width)
+    chunk[3, :total] = real
+    self.pair_row.extend(len(self.row_doc) + first // TERMS_PER_ROW)
+    self.row_doc.extend([len(self.docs)] * rows)
+    self.docs.append(doc)
+    self.terms.append(chunk)
+    self.pairs.extend(int(p) for p in pairs)
+
+
 class TK(Reranker):
   """TK behind the `Reranker` interface. Examples are (query ids, document ids); the scorer orders
   a job's pairs by passage (`shard_order`), so a shard holds each of its passages' pairs together:
-  `shard_state` contextualizes the shard's distinct queries once, and each batch holds distinct
-  passages, each contextualized once, and the pairs that read them. `score_batch` returns (s,
-  sigmoid(s)); TK's score is not a probability and the second value is only a squashing of it."""
+  `shard_state` contextualizes the shard's queries (those not already in the table of the previous
+  shard), and each batch holds distinct passages, each contextualized once, and the pairs that read
+  them. `score_batch` returns (s, sigmoid(s)); TK's score is not a probability and the second value
+  is only a squashing of it."""
 
   name = "tk"
   shard_order = "passage"
@@ -89,6 +141,7 @@ class TK(Reranker):
                        f"({config.vocab_size} ids, sha256 {config.vocabulary_sha256[:12]})")
     self.config = config
     self.vocabulary = vocabulary
+    self._table: dict | None = None  # the query-term table of the last shard (`shard_state`)
 
   @property
   def reads_first_stage(self) -> bool:
@@ -127,96 +180,138 @@ class TK(Reranker):
       of[i] = index[key]
     return distinct, of
 
-  def _query_bucket(self, length: int) -> int:
-    """The padded length of a query of `length` words: SHORT_QUERY, or the configured maximum."""
-    short = min(SHORT_QUERY, self.config.max_query_length)
-    return short if length <= short else self.config.max_query_length
+  def _real_terms(self, queries: list[np.ndarray]) -> np.ndarray:
+    """Each query's number of real (in-vocabulary) words: its terms, in order of position."""
+    return np.array([int(np.count_nonzero(q > UNK_ID)) for q in queries], np.int64)
 
   def shard_state(self, params, examples, *, mesh):
-    """{"params", "queries" (members, Q, m, E)}: the shard's distinct queries, contextualized
-    once, in `_distinct` order (short ones at SHORT_QUERY words, the rest at the maximum, zeros
-    past), Q padded to few shapes."""
+    """{"params", "terms" (members, T, E), "query_start" (Q,)}: the unit vectors of every real term
+    of the shard's distinct queries (in `_distinct` order), query q's from row query_start[q] of
+    `terms` on. The table is kept from one shard to the next while `params` is the same object (one
+    scoring run), so a query read by several shards is contextualized once; it is rebuilt from the
+    shard's own queries when new ones would overflow it (its capacity is twice what a shard needs,
+    rounded up to a power of two, so a long job keeps it bounded and compiles few shapes)."""
     from t5rank.partitioning import replicated
 
-    distinct, _ = self._distinct(examples, 0)
     c = self.config
-    rows = _pad_rows(len(distinct), 8)
-    reps = jnp.zeros((c.ensemble, rows, c.max_query_length, c.embedding_dim), jnp.float32)
-    lengths = np.array([self._query_bucket(len(q)) for q in distinct] +
-                       [self._query_bucket(0)] * (rows - len(distinct)))
-    for length in np.unique(lengths):
-      members = np.flatnonzero(lengths == length)
-      ids = np.zeros((_pad_rows(len(members), 8), int(length)), np.int32)
-      for row, q in enumerate(members):
-        if q < len(distinct):
-          ids[row, :len(distinct[q])] = distinct[q]
+    queries, _ = self._distinct(examples, 0)
+    counts = self._real_terms(queries)
+    keys = [q.tobytes() for q in queries]
+    old = self._table if self._table is not None and self._table["params"] is params else None
+    known = old["start"] if old is not None else {}
+    fresh = [i for i, key in enumerate(keys) if key not in known]
+    if old is not None and old["used"] + int(counts[fresh].sum()) <= old["terms"].shape[1]:
+      terms, start, used = old["terms"], dict(known), old["used"]
+    else:  # a new table: this shard's queries, those of the old table copied over
+      capacity = max(8, 1 << int(2 * counts.sum() - 1).bit_length())
+      terms = jnp.zeros((c.ensemble, capacity, c.embedding_dim), jnp.float32)
+      start, used = {}, 0
+      carried = [i for i, key in enumerate(keys) if key in known]
+      if carried:
+        rows = np.concatenate([known[keys[i]] + np.arange(counts[i]) for i in carried])
+        terms = terms.at[:, :len(rows)].set(old["terms"][:, rows])
+        for i in carried:
+          start[keys[i]], used = used, used + int(counts[i])
+    ids_lengths = np.array([len(queries[i]) for i in fresh], np.int64)  # unknown words included
+    buckets = np.minimum(-(-np.maximum(ids_lengths, 1) // QUERY_BUCKET) * QUERY_BUCKET,
+                         c.max_query_length)
+    for length in np.unique(buckets):
+      members = [fresh[j] for j in np.flatnonzero(buckets == length)]
       for first in range(0, len(members), 1024):
         chunk = members[first:first + 1024]
-        encoded = _encode_queries(params, jax.device_put(ids[first:first + 1024],
-                                                         replicated(mesh)), config=c)
-        reps = reps.at[:, chunk, :int(length)].set(encoded[:, :len(chunk)])
-    return {"params": params, "queries": jax.device_put(reps, replicated(mesh))}
+        ids = np.zeros((_pad_rows(len(chunk), 8), int(length)), np.int32)
+        for row, q in enumerate(chunk):
+          ids[row, :len(queries[q])] = queries[q]
+        real_rows, real_positions = np.nonzero(ids > UNK_ID)  # row-major: each query's terms in order
+        vectors = _query_terms(params, jax.device_put(ids, replicated(mesh)), config=c)
+        terms = terms.at[:, used:used + len(real_rows)].set(vectors[:, real_rows, real_positions])
+        for q in chunk:
+          start[keys[q]], used = used, used + int(counts[q])
+    for i, key in enumerate(keys):  # queries with no real term
+      start.setdefault(key, 0)
+    query_start = np.zeros(_pad_rows(len(keys), 8), np.int32)
+    query_start[:len(keys)] = [start[key] for key in keys]
+    self._table = {"params": params, "terms": terms, "start": start, "used": used}
+    return {"params": params, "terms": jax.device_put(terms, replicated(mesh)),
+            "query_start": jax.device_put(query_start, replicated(mesh))}
 
   def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1) -> list[Batch]:
-    """Batches of distinct documents and the pairs that read them, in slots: arrays (document ids
-    (D, n), each row's document (R,), each slot's query index (R, S), each slot's query mask
-    (R, S, m), each item's slot (P = R·S,)). A document's pairs fill rows of S = 8 slots. Documents
-    go by length buckets of 32 words and by their queries' length (m = SHORT_QUERY when all are
-    at most that long, else the maximum, 30); every batch of a bucket holds
-    D = batch_tokens // n documents and R = 2·D rows, padded (a document read by more pairs than
-    fit continues in the next batch), so that a job compiles one shape per bucket."""
+    """Batches of distinct documents and the query terms of the pairs that read them, packed in
+    rows (module docstring): arrays (document ids (G, Dg, n), row_doc (G, Rg), term query, term
+    offset, term pair (G, Rg, P) and term mask, pair_row (G, Ng), item_slot (G·Ng,)), G =
+    `row_multiple` groups. Documents go by length buckets of 32 words; a group of a bucket holds
+    Dg = batch_tokens // n // G documents and Rg rows (the bucket's mean rows per document times
+    Dg), every batch of a bucket the same shape (one compilation); a document whose pairs do not
+    fit continues in the next group (and is contextualized there again)."""
+    c, groups = self.config, row_multiple
     queries, query_of = self._distinct(examples, 0)
     docs, doc_of = self._distinct(examples, 1)
-    query_bucket = np.array([self._query_bucket(len(q)) for q in queries])
-    query_masks = np.zeros((len(queries), self.config.max_query_length), bool)  # (Q, 30)
-    for row, ids in enumerate(queries):
-      query_masks[row, :len(ids)] = ids > UNK_ID
-    pairs_of: dict[int, list[int]] = {}
-    for i, d in enumerate(doc_of):
-      pairs_of.setdefault(int(d), []).append(i)
-    units = {(int(query_bucket[query_of[pairs]].max()), d): pairs  # (query length, document)
-             for d, pairs in pairs_of.items()}
+    counts = self._real_terms(queries)
+    width = np.maximum(counts, 1)[query_of]  # positions each pair takes
+    order = np.argsort(doc_of, kind="stable")
+    bounds = np.searchsorted(doc_of[order], np.arange(len(docs) + 1))
     lengths = np.array([len(d) for d in docs], np.int64)
-    buckets = np.minimum(-(-np.maximum(lengths, 1) // 32) * 32, self.config.max_document_length)
-    slots = SLOTS
-    batches = []
-    for (query_length, length) in sorted({(m, int(buckets[d])) for m, d in units}):
-      max_docs = max(row_multiple, batch_tokens // length // row_multiple * row_multiple)
-      max_rows = ROWS_PER_DOCUMENT * max_docs
-      chunk: list[int] = []  # the batch's documents
-      rows: list[tuple[int, list[int]]] = []  # (document row, its pairs: at most S)
+    buckets = np.minimum(-(-np.maximum(lengths, 1) // DOCUMENT_BUCKET) * DOCUMENT_BUCKET,
+                         c.max_document_length)
+    min_rows = -(-c.max_query_length // TERMS_PER_ROW)  # the longest query fits an empty group
+    batches: list[Batch] = []
+    for length in np.unique(buckets):
+      bucket = np.flatnonzero(buckets == length)
+      rows_of = np.array([-(-int(width[order[bounds[d]:bounds[d + 1]]].sum()) // TERMS_PER_ROW)
+                          for d in bucket])
+      max_docs = max(1, batch_tokens // int(length) // groups)
+      max_rows = max(min_rows, int(np.ceil(rows_of.mean() * max_docs)))
+      full: list[_Group] = [_Group()]  # the bucket's groups not yet in a batch; the last open
 
-      def emit() -> None:  # every batch of the bucket has the full shape: one compilation
-        doc_ids = np.zeros((max_docs, length), np.int32)
-        for row, d in enumerate(chunk):
-          doc_ids[row, :lengths[d]] = docs[d]
-        size = max_rows
-        row_doc, slot_query = np.zeros(size, np.int32), np.zeros((size, slots), np.int32)
-        query_mask = np.zeros((size, slots, query_length), bool)
-        items, item_slot = [], np.zeros(size * slots, np.int32)
-        for r, (doc_row, pairs) in enumerate(rows):
-          row_doc[r] = doc_row
-          slot_query[r, :len(pairs)] = query_of[pairs]
-          query_mask[r, :len(pairs)] = query_masks[query_of[pairs], :query_length]
-          item_slot[len(items):len(items) + len(pairs)] = r * slots + np.arange(len(pairs))
-          items.extend(pairs)
-        batches.append(Batch(np.asarray(items, np.int64),
-                             (doc_ids, row_doc, slot_query, query_mask, item_slot)))
-        chunk.clear(), rows.clear()
+      def close() -> None:  # the open group is done; G done groups make a batch
+        if len(full) == groups:
+          batches.append(self._arrays(full, docs, int(length), max_docs, max_rows))
+          full.clear()
+        full.append(_Group())
 
-      for (m, d), pending in units.items():
-        if m != query_length or buckets[d] != length:
-          continue
-        while pending:
-          if len(chunk) == max_docs or len(rows) == max_rows:
-            emit()
-          chunk.append(d)
-          while pending and len(rows) < max_rows:
-            rows.append((len(chunk) - 1, pending[:slots]))
-            pending = pending[slots:]
-      if chunk:
-        emit()
+      for d in bucket:
+        pending = order[bounds[d]:bounds[d + 1]]
+        while len(pending):
+          group = full[-1]
+          room = (max_rows - len(group.row_doc)) * TERMS_PER_ROW
+          take = int(np.searchsorted(np.cumsum(width[pending]), room, side="right"))
+          if len(group.docs) == max_docs or take == 0:  # full, or the next pair does not fit
+            close()
+            continue
+          group.add(int(d), pending[:take], query_of, counts)
+          pending = pending[take:]
+      if not full[-1].docs:
+        full.pop()
+      if full:
+        batches.append(self._arrays(full + [_Group() for _ in range(groups - len(full))], docs,
+                                    int(length), max_docs, max_rows))
     return batches
+
+  def _arrays(self, groups: list[_Group], docs: list[np.ndarray], length: int, max_docs: int,
+              max_rows: int) -> Batch:
+    """The Batch of `groups` (module docstring), padded to max_docs documents and max_rows rows
+    of TERMS_PER_ROW terms, max_rows · TERMS_PER_ROW pairs each."""
+    g, max_pairs = len(groups), max_rows * TERMS_PER_ROW
+    doc_ids = np.zeros((g, max_docs, length), np.int32)
+    row_doc = np.zeros((g, max_rows), np.int32)
+    terms = np.zeros((4, g, max_rows * TERMS_PER_ROW), np.int32)
+    pair_row = np.zeros((g, max_pairs), np.int32)
+    item_slot = np.zeros(g * max_pairs, np.int32)
+    items: list[int] = []
+    for k, group in enumerate(groups):
+      for slot, d in enumerate(group.docs):
+        doc_ids[k, slot, :len(docs[d])] = docs[d]
+      row_doc[k, :len(group.row_doc)] = group.row_doc
+      if group.terms:
+        flat = np.concatenate(group.terms, axis=1)
+        terms[:, k, :flat.shape[1]] = flat
+      pair_row[k, :len(group.pair_row)] = group.pair_row
+      item_slot[len(items):len(items) + len(group.pairs)] = k * max_pairs + np.arange(
+          len(group.pairs))
+      items.extend(group.pairs)
+    query, offset, pair, mask = terms.reshape(4, g, max_rows, TERMS_PER_ROW)
+    return Batch(np.asarray(items, np.int64), (doc_ids, row_doc, query, offset, pair,
+                                               mask.astype(bool), pair_row, item_slot))
 
   def score_batch(self, state, arrays):
     return _score_documents(state, *arrays, config=self.config)
