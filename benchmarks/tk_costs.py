@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/tk_costs.py runs/tk/best
 
 kernel pooling and cosines on 1,280 pairs of a 16-word query and a 160-word document (128-d
-vectors), contextualizing 16 documents of 128 words, and one scoring batch (16 documents, 32 rows
-of 8 pairs) with the checkpoint's TK; each timed as the mean of 10 calls after compilation.
+vectors), contextualizing 16 documents of 128 words, and one scoring batch as `TK.batches` builds
+it (16 documents of 128 words, each read by 16 queries of 8 words: 256 pairs, their terms packed
+in rows of 32) with the checkpoint's TK; each timed as the mean of 10 calls after compilation.
 """
 
 import sys
@@ -17,6 +18,7 @@ import numpy as np
 from t5rank.models import tk
 from t5rank.models import tk_reranker
 from t5rank.models.reranker import load_reranker
+from t5rank.ranking.devices import scoring_mesh
 
 
 def timed(f, *args) -> float:
@@ -44,16 +46,14 @@ def main(checkpoint: str) -> None:
   ids = jnp.asarray(np.random.default_rng(0).integers(2, config.vocab_size, (16, 128)), jnp.int32)
   encode = jax.jit(lambda p, x: tk_reranker.encode_step(p, x, config=config))
   print(f"contextualizing 16 x 128 words: {timed(encode, params, ids) * 1e3:.1f} ms")
-  state = {"params": params,
-           "queries": jnp.zeros((config.ensemble, 2048, config.max_query_length,
-                                 config.embedding_dim))}
-  rows = 32
-  batch = (ids, jnp.asarray(np.arange(rows) % 16, jnp.int32),
-           jnp.asarray(np.arange(rows * 8).reshape(rows, 8) % 2048, jnp.int32),
-           jnp.ones((rows, 8, 16), bool), jnp.arange(rows * 8, dtype=jnp.int32))
-  score = jax.jit(lambda s, *a: tk_reranker._score_documents(s, *a, config=config))
-  print(f"one batch (16 documents, 256 pairs): {timed(score, state, *batch) * 1e3:.1f} ms")
-
+  rng = np.random.default_rng(0)
+  queries = [rng.integers(2, config.vocab_size, 8).astype(np.int32) for _ in range(16)]
+  examples = [(queries[j], np.asarray(ids[i])) for i in range(16) for j in range(16)]
+  [batch] = reranker.batches(examples, batch_tokens=16 * 128)  # 16 documents, 256 pairs
+  state = reranker.shard_state(params, examples, mesh=scoring_mesh())
+  score = lambda *arrays: reranker.score_batch(state, arrays)
+  print(f"one batch (16 documents of 128 words, 256 pairs with 8-word queries): "
+        f"{timed(score, *batch.arrays) * 1e3:.1f} ms")
 
 if __name__ == "__main__":
   main(sys.argv[1])

@@ -247,20 +247,25 @@ def test_query_terms_are_packed_in_rows_and_score_as_the_network(vocabulary):
   config = small_config(vocabulary).replace(max_query_length=30)
   params = tk.init_tk_params(config, jax.random.PRNGKey(6))
   long_query = " ".join(TEXTS)  # 30 words after the cap
-  queries, passages = [long_query, TEXTS[4], long_query], [TEXTS[0], TEXTS[0], TEXTS[2]]
+  queries = [long_query, TEXTS[4], long_query, long_query]  # distinct: long 0, TEXTS[4] (5 words) 1
+  passages = [TEXTS[0], TEXTS[0], TEXTS[2], TEXTS[0]]
   reranker = TK(config, vocabulary)
-  assert tk_reranker.TERMS_PER_ROW == 32
+  assert tk_reranker.TERMS_PER_ROW == 64
+  # row counts: the next of 2^k and 3 * 2^(k-1), a multiple of 8
+  assert [tk_reranker._pad_rows(n, 8) for n in (3, 20, 33, 49, 700)] == [8, 24, 48, 64, 768]
   [batch] = reranker.batches(reranker.encode(queries, passages), batch_tokens=24)
   doc_ids, row_doc, query, offset, pair, mask, pair_row, item_slot = batch.arrays
-  # Both documents (6 and 4 words) in one group of 24 // 12 = 2; TEXTS[0]'s pairs take 30 + 5
-  # terms: two rows, the 5-word query starting at the end of the first; TEXTS[2]'s one: one row.
-  assert doc_ids.shape == (1, 2, 12) and row_doc.tolist() == [[0, 0, 1]]
-  assert pair[0, 0].tolist() == [0] * 30 + [1] * 2 and offset[0, 0].tolist() == list(range(30)) + [0, 1]
-  assert pair[0, 1, :3].tolist() == [1] * 3 and offset[0, 1, :3].tolist() == [2, 3, 4]
-  assert mask[0, 1].tolist() == [True] * 3 + [False] * 29 and mask[0, 2].sum() == 30
-  assert query[0, 0].tolist() == [0] * 30 + [1] * 2  # the distinct queries: long 0, TEXTS[4] 1
-  assert pair_row[0, :3].tolist() == [0, 0, 2] and item_slot[:3].tolist() == [0, 1, 2]
-  assert batch.items.tolist() == [0, 1, 2]
+  # One group of 24 // 12 = 2 documents. TEXTS[0] is read by examples 0, 1, 3 (local pairs 0, 1,
+  # 2): 30 + 5 + 30 = 65 terms in two rows, pair 2 continuing on the second; TEXTS[2] by example 2
+  # (local pair 3): one row. Rows: 1.5 per document x 2 = 3, padded to 8.
+  assert doc_ids.shape == (1, 2, 12) and row_doc.tolist() == [[0, 0, 1, 0, 0, 0, 0, 0]]
+  assert pair[0, 0].tolist() == [0] * 30 + [1] * 5 + [2] * 29 and pair[0, 1, 0] == 2
+  assert offset[0, 0].tolist() == list(range(30)) + list(range(5)) + list(range(29))
+  assert offset[0, 1, 0] == 29 and query[0, 0, 30:35].tolist() == [1] * 5
+  assert mask[0, 0].all() and mask[0, 1].tolist() == [True] + [False] * 63
+  assert pair[0, 2, :30].tolist() == [3] * 30 and mask[0, 2].sum() == 30 and not mask[0, 3:].any()
+  assert pair_row[0, :4].tolist() == [0, 0, 0, 2] and item_slot[:4].tolist() == [0, 1, 2, 3]
+  assert batch.items.tolist() == [0, 1, 3, 2]
   scores, _ = score_pairs(reranker, params, queries, passages, batch_tokens=24)
   np.testing.assert_allclose(scores, direct_scores(config, params, vocabulary, queries, passages),
                              rtol=1e-5, atol=1e-5)
@@ -276,7 +281,7 @@ def test_query_table_is_kept_across_shards_of_one_run(vocabulary):
   first = reranker.encode([TEXTS[4], TEXTS[5]], [TEXTS[0], TEXTS[1]])
   state = reranker.shard_state(params, first, mesh=mesh)
   table = reranker._table
-  assert table["used"] == 5 + 6 and state["terms"].shape[1] == 32  # 2 x 11 terms -> 32 rows
+  assert table["used"] == 5 + 6 and state["terms"].shape[1] == 32  # capacity: 2 x 11 -> 32
   second = reranker.encode([TEXTS[5], TEXTS[4]], [TEXTS[2], TEXTS[3]])
   calls = []
   real = tk_reranker._query_terms
@@ -288,6 +293,6 @@ def test_query_table_is_kept_across_shards_of_one_run(vocabulary):
     assert state2["query_start"][:2].tolist() == [5, 0]
     np.testing.assert_array_equal(state2["terms"], state["terms"])
     reranker.shard_state(jax.tree.map(lambda x: x + 0, params), second, mesh=mesh)
-    assert len(calls) == 1  # other parameters: a new table (both queries have 5-6 words: 1 call)
+    assert len(calls) == 1  # other parameters: a new table, both queries in one call
   finally:
     tk_reranker._query_terms = real

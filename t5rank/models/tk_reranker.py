@@ -6,7 +6,7 @@ query to the longest (`TKNetwork.pool_packed`).
 
 A batch (`TK.batches`) is G independent groups, G = the data-parallel devices, each holding
     documents (Dg, n)          the group's distinct documents, one length bucket of 32 words
-    rows (Rg,) of P = 32 terms  row r matches document row_doc[r] against 32 query terms: the real
+    rows (Rg,) of P = 64 terms  row r matches document row_doc[r] against 64 query terms: the real
                                (in-vocabulary) words of that document's pairs' queries, one pair
                                after another (a pair may continue on the next row), padding at the
                                end of each document's last row only
@@ -32,9 +32,9 @@ from t5rank.models.words import UNK_ID
 
 logger = logging.getLogger(__name__)
 
-TERMS_PER_ROW = 32  # P: query terms matched per row (InsuranceQA queries: 7.4 words on average)
+TERMS_PER_ROW = 64  # P: query terms matched per row (InsuranceQA queries: 7.4 words on average;
+# 64 halves the cost of 32's smaller matrix products on a CPU, BENCHMARKS.md "TK")
 DOCUMENT_BUCKET = 32  # documents are padded to a multiple of this many words (or the maximum)
-QUERY_BUCKET = 8  # queries are contextualized at a multiple of this many words (or the maximum)
 
 
 def _stack_members(params, config: TKConfig):
@@ -85,11 +85,12 @@ def _score_documents(state, doc_ids, row_doc, term_query, term_offset, term_pair
 
 
 def _pad_rows(n: int, multiple: int) -> int:
-  """The padded row count of n rows: the next power of two (at least `multiple`), rounded up to a
-  multiple of `multiple`, so that a job compiles few shapes."""
+  """The padded row count of n rows: the next of 2^k and 3·2^(k-1) (at least `multiple`; at most a
+  third more than n), rounded up to a multiple of `multiple`, so that a job compiles few shapes."""
   rows = max(multiple, 1 << max(n - 1, 0).bit_length())
+  if rows >= 4 and 3 * rows // 4 >= n:
+    rows = 3 * rows // 4
   return -(-rows // multiple) * multiple
-
 
 class _Group:
   """One device's share of a batch, filled document by document (see the module docstring)."""
@@ -190,7 +191,8 @@ class TK(Reranker):
     `terms` on. The table is kept from one shard to the next while `params` is the same object (one
     scoring run), so a query read by several shards is contextualized once; it is rebuilt from the
     shard's own queries when new ones would overflow it (its capacity is twice what a shard needs,
-    rounded up to a power of two, so a long job keeps it bounded and compiles few shapes)."""
+    rounded up to a power of two, so a long job keeps it bounded and compiles few shapes). The
+    table is built on the host and placed once per shard."""
     from t5rank.partitioning import replicated
 
     c = self.config
@@ -204,30 +206,23 @@ class TK(Reranker):
       terms, start, used = old["terms"], dict(known), old["used"]
     else:  # a new table: this shard's queries, those of the old table copied over
       capacity = max(8, 1 << int(2 * counts.sum() - 1).bit_length())
-      terms = jnp.zeros((c.ensemble, capacity, c.embedding_dim), jnp.float32)
+      terms = np.zeros((c.ensemble, capacity, c.embedding_dim), np.float32)
       start, used = {}, 0
-      carried = [i for i, key in enumerate(keys) if key in known]
-      if carried:
-        rows = np.concatenate([known[keys[i]] + np.arange(counts[i]) for i in carried])
-        terms = terms.at[:, :len(rows)].set(old["terms"][:, rows])
-        for i in carried:
-          start[keys[i]], used = used, used + int(counts[i])
-    ids_lengths = np.array([len(queries[i]) for i in fresh], np.int64)  # unknown words included
-    buckets = np.minimum(-(-np.maximum(ids_lengths, 1) // QUERY_BUCKET) * QUERY_BUCKET,
-                         c.max_query_length)
-    for length in np.unique(buckets):
-      members = [fresh[j] for j in np.flatnonzero(buckets == length)]
-      for first in range(0, len(members), 1024):
-        chunk = members[first:first + 1024]
-        ids = np.zeros((_pad_rows(len(chunk), 8), int(length)), np.int32)
-        for row, q in enumerate(chunk):
-          ids[row, :len(queries[q])] = queries[q]
-        real_rows, real_positions = np.nonzero(ids > UNK_ID)  # row-major: each query's terms in order
-        vectors = _query_terms(params, jax.device_put(ids, replicated(mesh)), config=c)
-        terms = terms.at[:, used:used + len(real_rows)].set(vectors[:, real_rows, real_positions])
-        for q in chunk:
-          start[keys[q]], used = used, used + int(counts[q])
-    for i, key in enumerate(keys):  # queries with no real term
+      for i, key in enumerate(keys):
+        if key in known:
+          terms[:, used:used + counts[i]] = old["terms"][:, known[key]:known[key] + counts[i]]
+          start[key], used = used, used + int(counts[i])
+    for first in range(0, len(fresh), 1024):  # all at the longest length: one compilation
+      chunk = fresh[first:first + 1024]
+      ids = np.zeros((_pad_rows(len(chunk), 8), c.max_query_length), np.int32)
+      for row, q in enumerate(chunk):
+        ids[row, :len(queries[q])] = queries[q]
+      real_rows, real_positions = np.nonzero(ids > UNK_ID)  # row-major: each query's terms in order
+      vectors = np.asarray(_query_terms(params, jax.device_put(ids, replicated(mesh)), config=c))
+      terms[:, used:used + len(real_rows)] = vectors[:, real_rows, real_positions]
+      for q in chunk:
+        start[keys[q]], used = used, used + int(counts[q])
+    for key in keys:  # queries with no real term
       start.setdefault(key, 0)
     query_start = np.zeros(_pad_rows(len(keys), 8), np.int32)
     query_start[:len(keys)] = [start[key] for key in keys]
@@ -241,8 +236,9 @@ class TK(Reranker):
     offset, term pair (G, Rg, P) and term mask, pair_row (G, Ng), item_slot (G·Ng,)), G =
     `row_multiple` groups. Documents go by length buckets of 32 words; a group of a bucket holds
     Dg = batch_tokens // n // G documents and Rg rows (the bucket's mean rows per document times
-    Dg), every batch of a bucket the same shape (one compilation); a document whose pairs do not
-    fit continues in the next group (and is contextualized there again)."""
+    Dg, rounded up by `_pad_rows` so that the shards of a job share few shapes), every batch of
+    a bucket the same shape; a document whose pairs do not fit continues in the next group (and is
+    contextualized there again)."""
     c, groups = self.config, row_multiple
     queries, query_of = self._distinct(examples, 0)
     docs, doc_of = self._distinct(examples, 1)
@@ -260,7 +256,7 @@ class TK(Reranker):
       rows_of = np.array([-(-int(width[order[bounds[d]:bounds[d + 1]]].sum()) // TERMS_PER_ROW)
                           for d in bucket])
       max_docs = max(1, batch_tokens // int(length) // groups)
-      max_rows = max(min_rows, int(np.ceil(rows_of.mean() * max_docs)))
+      max_rows = _pad_rows(max(min_rows, int(np.ceil(rows_of.mean() * max_docs))), 8)
       full: list[_Group] = [_Group()]  # the bucket's groups not yet in a batch; the last open
 
       def close() -> None:  # the open group is done; G done groups make a batch
