@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/tk_costs.py runs/tk/best
 
 kernel pooling and cosines on 1,280 pairs of a 16-word query and a 160-word document (128-d
-vectors), contextualizing 16 documents of 128 words, and one scoring batch as `TK.batches` builds
+vectors), matching 2,048 packed query terms in rows of 32 and of 64, contextualizing 16 documents of 128 words, and one scoring batch as `TK.batches` builds
 it (16 documents of 128 words, each read by 16 queries of 8 words: 256 pairs, their terms packed
 in rows of 32) with the checkpoint's TK; each timed as the mean of 10 calls after compilation.
 """
@@ -41,6 +41,12 @@ def main(checkpoint: str) -> None:
   cosines = jax.jit(lambda q, d: jnp.einsum("rsme,rne->rsmn", tk.unit_vectors(q),
                                             tk.unit_vectors(d)))
   print(f"cosines: {timed(cosines, q, d) / pairs * 1e6:.1f} us per pair")
+  docs = jax.random.normal(key, (16, 128, e))
+  for per_row in (32, 64):  # 2,048 query terms in rows against 16 documents of 128 words
+    rows = 2048 // per_row
+    terms, row_doc = jax.random.normal(key, (rows, per_row, e)), jnp.arange(rows) % 16
+    match = jax.jit(lambda t, d: jnp.einsum("rpe,rne->rpn", t, d[row_doc]))
+    print(f"matching 2,048 terms in rows of {per_row}: {timed(match, terms, docs) * 1e3:.1f} ms")
   reranker, params = load_reranker(checkpoint)
   config = reranker.config
   ids = jnp.asarray(np.random.default_rng(0).integers(2, config.vocab_size, (16, 128)), jnp.int32)
