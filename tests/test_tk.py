@@ -271,7 +271,7 @@ def test_query_terms_are_packed_in_rows_and_score_as_the_network(vocabulary):
                              rtol=1e-5, atol=1e-5)
 
 
-def test_query_table_is_kept_across_shards_of_one_run(vocabulary):
+def test_query_table_is_kept_across_shards_of_one_run(vocabulary, monkeypatch):
   from t5rank.models import tk_reranker
   from t5rank.ranking.devices import scoring_mesh
 
@@ -285,14 +285,12 @@ def test_query_table_is_kept_across_shards_of_one_run(vocabulary):
   second = reranker.encode([TEXTS[5], TEXTS[4]], [TEXTS[2], TEXTS[3]])
   calls = []
   real = tk_reranker._query_terms
-  try:
-    tk_reranker._query_terms = lambda *a, **k: calls.append(1) or real(*a, **k)
-    state2 = reranker.shard_state(params, second, mesh=mesh)  # same params: nothing to encode
-    assert not calls and reranker._table["used"] == 11
-    # the second shard's query 0 is TEXTS[5], whose terms follow TEXTS[4]'s in the table
-    assert state2["query_start"][:2].tolist() == [5, 0]
-    np.testing.assert_array_equal(state2["terms"], state["terms"])
-    reranker.shard_state(jax.tree.map(lambda x: x + 0, params), second, mesh=mesh)
-    assert len(calls) == 1  # other parameters: a new table, both queries in one call
-  finally:
-    tk_reranker._query_terms = real
+  monkeypatch.setattr(tk_reranker, "_query_terms",
+                      lambda *a, **k: calls.append(1) or real(*a, **k))
+  state2 = reranker.shard_state(params, second, mesh=mesh)  # same params: nothing to encode
+  assert not calls and reranker._table["used"] == 11
+  # the second shard's query 0 is TEXTS[5], whose terms follow TEXTS[4]'s in the table
+  assert state2["query_start"][:2].tolist() == [5, 0]
+  np.testing.assert_array_equal(state2["terms"], state["terms"])
+  reranker.shard_state(jax.tree.map(lambda x: x + 0, params), second, mesh=mesh)
+  assert len(calls) == 1  # other parameters: a new table, both queries in one call

@@ -85,8 +85,8 @@ def _score_documents(state, doc_ids, row_doc, term_query, term_offset, term_pair
 
 
 def _pad_rows(n: int, multiple: int) -> int:
-  """The padded row count of n rows: the next of 2^k and 3·2^(k-1) (at least `multiple`; at most a
-  third more than n), rounded up to a multiple of `multiple`, so that a job compiles few shapes."""
+  """The padded row count of n rows: the next of 2^k and 3·2^(k-1) (at least `multiple`; less than
+  1.5·n), rounded up to a multiple of `multiple`, so that a job compiles few shapes."""
   rows = max(multiple, 1 << max(n - 1, 0).bit_length())
   if rows >= 4 and 3 * rows // 4 >= n:
     rows = 3 * rows // 4
