@@ -106,12 +106,14 @@ def main(argv=None) -> int:
   data = os.path.join(w, f"xpr_test_s{args.seed}")
   step(os.path.join(data, "xpr.json"),
        t5rank("xpr", "--split", "test", "--seed", str(args.seed), "--output", data))
-  files = {name: os.path.join(data, name) for name in
-           ("queries.tsv", "corpus.jsonl", "qrels.txt", "pool.run", "xpr.json")}
-  bm25 = os.path.join(w, "bm25.run")
-  step(bm25, t5rank("retrieve", "--corpus", files["corpus.jsonl"], "--queries",
-                    files["queries.tsv"], "--candidates", files["pool.run"], "--language", "zh",
-                    "--output", bm25))
+
+  def bm25_run(pool: str, output: str) -> str:
+    step(output, t5rank("retrieve", "--corpus", os.path.join(pool, "corpus.jsonl"), "--queries",
+                        os.path.join(pool, "queries.tsv"), "--candidates",
+                        os.path.join(pool, "pool.run"), "--language", "zh", "--output", output))
+    return output
+
+  bm25 = bm25_run(data, os.path.join(w, "bm25.run"))
 
   def score(final: str, pool: str, run: str, output: str) -> str:
     step(output, t5rank("score", "--checkpoint", final, "--queries",
@@ -129,11 +131,7 @@ def main(argv=None) -> int:
     step(os.path.join(valid, "xpr.json"),
          t5rank("xpr", "--split", "validation", "--seed", str(args.seed), "--queries",
                 str(args.hybrid), "--output", valid))
-    valid_bm25 = os.path.join(valid, "bm25.run")
-    step(valid_bm25, t5rank("retrieve", "--corpus", os.path.join(valid, "corpus.jsonl"), "--queries",
-                            os.path.join(valid, "queries.tsv"), "--candidates",
-                            os.path.join(valid, "pool.run"), "--language", "zh",
-                            "--output", valid_bm25))
+    valid_bm25 = bm25_run(valid, os.path.join(valid, "bm25.run"))
     for row, final in finals.items():
       valid_run = score(final, valid, valid_bm25, os.path.join(valid, f"{row}.run"))
       runs[f"hybrid_{row}"] = os.path.join(w, f"hybrid_{row}.run")
@@ -142,8 +140,8 @@ def main(argv=None) -> int:
                   valid_run, "-o", runs[f"hybrid_{row}"]))
 
   def evaluate(order: list[str], output: str) -> None:
-    command = t5rank("evaluate", "--qrels", files["qrels.txt"], "--metrics", METRICS, "--xpr",
-                     files["xpr.json"], *order)
+    command = t5rank("evaluate", "--qrels", os.path.join(data, "qrels.txt"), "--metrics", METRICS,
+                     "--xpr", os.path.join(data, "xpr.json"), *order)
     print("$ " + shlex.join(command) + " > " + output, flush=True)
     if not args.dry_run:
       result = subprocess.run(command, check=True, capture_output=True, text=True)
