@@ -30,6 +30,9 @@ def test_preference_for_the_querys_language():
   pref = languages.language_preference(QRELS, RUN, LANG, k=2)
   # non-relevant in the top 2: q1 {9:zh} -> 0 (en query); q2 {7:zh, 6:zh} -> 1; q3 {5:zh} -> 1
   assert pref["top_k_nonrelevant"] == pytest.approx(2 / 3)
+  # the same by query language: en (q1) 0; zh (q2, q3) 1
+  assert pref["top_k_nonrelevant_en"] == pytest.approx(0.0)
+  assert pref["top_k_nonrelevant_zh"] == pytest.approx(1.0)
   # whole pool: q1 {9:zh, 8} -> 1/2; q2 {7:zh, 6:zh} -> 1; q3 {5:zh} -> 1
   assert pref["pool_nonrelevant"] == pytest.approx((0.5 + 1 + 1) / 3)
   # relevant in the top 2: q1 {1} -> 1; q2 none; q3 {3:zh} -> 1
@@ -48,6 +51,8 @@ def test_evaluate_prints_the_breakdown(tmp_path, capsys):
   assert cli.main(["evaluate", "--qrels", str(qrels), str(run), "--xpr", str(xpr)]) == 0
   out = capsys.readouterr().out
   assert "model.run: by query language" in out and "    zh     other        1" in out
+  assert ("non-relevant in the top 10 0.833 (en queries 0.500, zh queries 1.000; whole pool 0.833)"
+          in out)  # top 10 = the whole pool here: q1 {9:zh, 8} -> 1/2, q2 and q3 -> 1
   xpr.write_text(json.dumps({"query_language": {"q1": "en"}}))
   with pytest.raises(SystemExit, match="no language for 2 qrels queries"):
     cli.main(["evaluate", "--qrels", str(qrels), str(run), "--xpr", str(xpr)])

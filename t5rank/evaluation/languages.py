@@ -7,8 +7,10 @@ one, `both`: some of each) and gives each group's size and mean metrics (trec_ev
 prefers candidates in the query's language whether relevant or not: over the queries, the mean
 share of the query's language among the non-relevant candidates of the run's top k, against the
 same share over the whole pool (what an order blind to language gives), and the same for the
-relevant candidates in the top k. A candidate's language is read from its XPR document id (`ID:zh`
-is Chinese).
+relevant candidates in the top k; the non-relevant share is also given for each query language
+apart, since a model that always puts Chinese first scores ~0 on English queries and ~1 on Chinese
+ones, which average to the .5 of a model blind to language. A candidate's language is read from its
+XPR document id (`ID:zh` is Chinese).
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def language_breakdown(qrels: Mapping[str, Mapping[str, int]], run: Run,
 def language_preference(qrels: Mapping[str, Mapping[str, int]], run: Run,
                         query_language: Mapping[str, str], k: int = 10) -> dict[str, float]:
   """Mean shares of the query's language (see the module docstring): `top_k_nonrelevant` and
-  `pool_nonrelevant`, `top_k_relevant` and `pool_relevant` (each over the queries where the set is
-  not empty)."""
+  `pool_nonrelevant`, `top_k_relevant` and `pool_relevant`, and `top_k_nonrelevant_LANG` over the
+  queries in language LANG alone (each over the queries where the set is not empty)."""
   shares: dict[str, list[float]] = {"top_k_nonrelevant": [], "pool_nonrelevant": [],
                                     "top_k_relevant": [], "pool_relevant": []}
   for qid in relevant_queries(qrels):
@@ -64,8 +66,10 @@ def language_preference(qrels: Mapping[str, Mapping[str, int]], run: Run,
       for relevant in (False, True):
         chosen = [d for d in docs if (qrels[qid].get(d, 0) >= 1) == relevant]
         if chosen:
-          shares[f"{name}_{'relevant' if relevant else 'nonrelevant'}"].append(
-              float(np.mean([answer_of(d)[1] == language for d in chosen])))
+          share = float(np.mean([answer_of(d)[1] == language for d in chosen]))
+          shares[f"{name}_{'relevant' if relevant else 'nonrelevant'}"].append(share)
+          if name == "top_k" and not relevant:
+            shares.setdefault(f"top_k_nonrelevant_{language}", []).append(share)
   return {name: float(np.mean(v)) if v else float("nan") for name, v in shares.items()}
 
 
@@ -77,8 +81,12 @@ def format_breakdown(name: str, rows: list[dict], preference: dict[str, float], 
   for r in rows:
     lines.append(f"{r['query_language']:>6} {r['relevant']:>9} {r['queries']:>8} "
                  + " ".join(f"{r['mean'][m]:8.4f}" for m in metrics))
+  each = ", ".join(f"{name.rsplit('_', 1)[1]} queries {value:.3f}"
+                   for name, value in sorted(preference.items())
+                   if name.startswith("top_k_nonrelevant_"))
   lines.append(f"share of the query's language: non-relevant in the top {k} "
-               f"{preference['top_k_nonrelevant']:.3f} (whole pool {preference['pool_nonrelevant']:.3f}); "
+               f"{preference['top_k_nonrelevant']:.3f} ({each}; whole pool "
+               f"{preference['pool_nonrelevant']:.3f}); "
                f"relevant in the top {k} {preference['top_k_relevant']:.3f} "
                f"(whole pool {preference['pool_relevant']:.3f})")
   return "\n".join(lines)
