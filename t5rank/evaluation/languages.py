@@ -24,6 +24,7 @@ from t5rank.data.xpr import answer_of
 from t5rank.evaluation.metrics import trec_eval_order, per_query, relevant_queries
 
 BREAKDOWN_METRICS = ("MRR", "P@1", "acc@10", "MAP")
+BY_LANGUAGE = "top_k_nonrelevant_"  # + a query language: the non-relevant share for those queries
 
 
 def relevant_language(qrels: Mapping[str, Mapping[str, int]], qid: str, language: str) -> str:
@@ -69,7 +70,7 @@ def language_preference(qrels: Mapping[str, Mapping[str, int]], run: Run,
           share = float(np.mean([answer_of(d)[1] == language for d in chosen]))
           shares[f"{name}_{'relevant' if relevant else 'nonrelevant'}"].append(share)
           if name == "top_k" and not relevant:
-            shares.setdefault(f"top_k_nonrelevant_{language}", []).append(share)
+            shares.setdefault(BY_LANGUAGE + language, []).append(share)
   return {name: float(np.mean(v)) if v else float("nan") for name, v in shares.items()}
 
 
@@ -81,9 +82,8 @@ def format_breakdown(name: str, rows: list[dict], preference: dict[str, float], 
   for r in rows:
     lines.append(f"{r['query_language']:>6} {r['relevant']:>9} {r['queries']:>8} "
                  + " ".join(f"{r['mean'][m]:8.4f}" for m in metrics))
-  each = ", ".join(f"{name.rsplit('_', 1)[1]} queries {value:.3f}"
-                   for name, value in sorted(preference.items())
-                   if name.startswith("top_k_nonrelevant_"))
+  each = ", ".join(f"{name[len(BY_LANGUAGE):]} queries {value:.3f}"
+                   for name, value in sorted(preference.items()) if name.startswith(BY_LANGUAGE))
   lines.append(f"share of the query's language: non-relevant in the top {k} "
                f"{preference['top_k_nonrelevant']:.3f} ({each}; whole pool "
                f"{preference['pool_nonrelevant']:.3f}); "
