@@ -22,11 +22,19 @@ stopped; `t5rank train` itself resumes an interrupted run):
   7. `t5rank evaluate` with merged as the baseline (paired t-tests, Bonferroni) on P@1 (= acc@1),
      acc@10, MRR and MAP, and the breakdown by query and answer language (`--xpr`), written to
      WORKDIR/table.txt; the same with BM25 as the baseline -> WORKDIR/table_vs_bm25.txt.
+  8. with --train-seeds 0,1,2: steps 3 and 5 again for each further training seed (the order of the
+     training data; the pre-trained start, the pairs and the XPR pools stay the same), as
+     WORKDIR/ROW_seedK, then each row's mean and sample standard deviation over the seeds and a
+     paired t-test of its per-query values averaged over the seeds against merged's, Bonferroni over
+     the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7 stay those of seed 0.
+
+    .venv/bin/python benchmarks/xpr_table.py --rows merged,mixed --train-seeds 0,1,2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -63,11 +71,22 @@ def main(argv=None) -> int:
   parser.add_argument("--hybrid", type=int, default=0, metavar="N",
                       help="also fuse BM25 with each row (`t5rank fuse`), the weight tuned on the XPR "
                            "construction of the first N validation queries (default 0: no hybrids)")
+  parser.add_argument("--train-seeds", default="0", metavar="K,K,...",
+                      help="training seeds of the rows (default 0); seed 0's are the table's, the "
+                           "others go to ROW_seedK and into the summary over seeds")
   parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
   args = parser.parse_args(argv)
   rows = args.rows.split(",")
   if any(r not in ROWS for r in rows):
     parser.error(f"rows must be among {list(ROWS)}")
+  try:
+    seeds = [int(k) for k in args.train_seeds.split(",")]
+  except ValueError:
+    parser.error(f"--train-seeds must be comma-separated integers, not {args.train_seeds!r}")
+  if seeds[0] != 0 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+    parser.error("--train-seeds must start with 0 (the table's seed) and repeat none")
+  if len(seeds) > 1 and "merged" not in rows:
+    parser.error("the summary over seeds compares with merged: include it in --rows")
   w = args.workdir
 
   def step(done: str, command: list[str]) -> None:
@@ -89,19 +108,21 @@ def main(argv=None) -> int:
   xpi = None
   if any(ROWS[r][0][2] == "xpi" for r in rows):
     xpi = train(os.path.join(w, "xpi"), "xpi_tiny_cpu.gin", f"INIT_CHECKPOINT={pretrain!r}")
-  finals = {}
-  for row in rows:
+  def train_row(row: str, seed: int) -> str:
+    name = row if seed == 0 else f"{row}_seed{seed}"
     previous = None
     targets = TARGETS.get(row, "yes_no")
     for i, (strategy, steps, init) in enumerate(ROWS[row]):
       start = {"pretrain": pretrain, "xpi": xpi, "previous": previous}[init]
-      previous = train(os.path.join(w, row if len(ROWS[row]) == 1 else f"{row}_{i}_{strategy}"),
+      previous = train(os.path.join(w, name if len(ROWS[row]) == 1 else f"{name}_{i}_{strategy}"),
                        "xpr_tiny_cpu.gin",
                        f"MIXTURE_OR_TASK_NAME={TASK.format(strategy, targets)!r}",
                        f"rerank_eval.RerankEval.targets={targets!r}",
                        f"TRAIN_STEPS={steps}", f"trainer.Loop.eval_every={steps}",
-                       f"INIT_CHECKPOINT={start!r}")
-    finals[row] = previous
+                       f"INIT_CHECKPOINT={start!r}", *([f"SEED={seed}"] if seed else []))
+    return previous
+
+  finals = {row: train_row(row, 0) for row in rows}
 
   data = os.path.join(w, f"xpr_test_s{args.seed}")
   step(os.path.join(data, "xpr.json"),
@@ -154,7 +175,62 @@ def main(argv=None) -> int:
            [r for name, r in runs.items() if name != "merged"], os.path.join(w, "table.txt"))
   # the target "the best row beats BM25": every row against BM25
   evaluate([bm25, *runs.values()], os.path.join(w, "table_vs_bm25.txt"))
+  if len(seeds) > 1:
+    by_seed = {row: [runs[row]] for row in rows}
+    for seed in seeds[1:]:
+      for row in rows:
+        by_seed[row].append(score(train_row(row, seed), data, bm25,
+                                  os.path.join(w, f"{row}_seed{seed}.run")))
+    if not args.dry_run:
+      summary = over_seeds(os.path.join(data, "qrels.txt"), by_seed, seeds)
+      with open(os.path.join(w, "seeds.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+      with open(os.path.join(w, "seeds.txt"), "w", encoding="utf-8") as f:
+        f.write(format_seeds(summary))
+      print(format_seeds(summary))
   return 0
+
+
+def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int]) -> dict:
+  """Each row's metrics on each seed's run, their mean and sample standard deviation, and a paired
+  t-test of the per-query values averaged over the seeds against merged's (Bonferroni over the
+  other rows)."""
+  import numpy as np
+
+  from t5rank.data.readers import read_qrels, read_run
+  from t5rank.evaluation.metrics import paired_t_test, per_query
+
+  qrels = read_qrels(qrels_path)
+  metrics = METRICS.split(",")
+  averaged, summary = {}, {"seeds": seeds, "metrics": metrics, "baseline": "merged", "rows": {}}
+  for row, paths in by_seed.items():
+    tables = [per_query(qrels, read_run(path), metrics) for path in paths]
+    averaged[row] = {m: np.mean([t[m] for t in tables], axis=0) for m in metrics}
+    summary["rows"][row] = {m: {"per_seed": [float(t[m].mean()) for t in tables],
+                                "mean": float(np.mean([t[m].mean() for t in tables])),
+                                "sd": float(np.std([t[m].mean() for t in tables], ddof=1))}
+                            for m in metrics}
+  others = [row for row in by_seed if row != "merged"]
+  for row in others:
+    for m in metrics:
+      t, p = paired_t_test(averaged[row][m], averaged["merged"][m])
+      summary["rows"][row][m].update(t=t, p=p, p_bonferroni=min(1.0, p * len(others)))
+  return summary
+
+
+def format_seeds(summary: dict) -> str:
+  metrics = summary["metrics"]
+  lines = [f"training seeds {summary['seeds']}: mean ± sample sd over the seeds; p: paired t-test "
+           "of the per-query values averaged over the seeds against merged's, Bonferroni",
+           "| row | " + " | ".join(metrics) + " | MRR per seed | p (MRR) |",
+           "| --- |" + " --- |" * (len(metrics) + 2)]
+  for row, values in summary["rows"].items():
+    cells = [f"{values[m]['mean']:.4f} ± {values[m]['sd']:.4f}" for m in metrics]
+    per_seed = " / ".join(f"{v:.4f}" for v in values["MRR"]["per_seed"])
+    p = values["MRR"].get("p_bonferroni")
+    lines.append(f"| {row} | " + " | ".join(cells) + f" | {per_seed} | "
+                 + ("(baseline)" if p is None else f"{p:.2g}") + " |")
+  return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
