@@ -108,6 +108,7 @@ def main(argv=None) -> int:
   xpi = None
   if any(ROWS[r][0][2] == "xpi" for r in rows):
     xpi = train(os.path.join(w, "xpi"), "xpi_tiny_cpu.gin", f"INIT_CHECKPOINT={pretrain!r}")
+
   def train_row(row: str, seed: int) -> str:
     name = row if seed == 0 else f"{row}_seed{seed}"
     previous = None
