@@ -1,6 +1,24 @@
-"""Test settings shared by every module: quiet TensorFlow, CPU only."""
+"""Test settings shared by every module: quiet TensorFlow, CPU only; and the benchmark scripts
+importable as modules (`load_benchmark`)."""
 
+import importlib.util
 import os
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+  """`load_benchmark("xpr_table")`: benchmarks/xpr_table.py imported as a module (the benchmark
+  scripts are not a package)."""
+  def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCHMARKS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+  return load

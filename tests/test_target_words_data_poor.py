@@ -3,15 +3,12 @@ and the whole loop on one variant, two trials of a shrunk model trained for 2 st
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-                      "target_words_data_poor.py")
 SHRINK = ["--gin.TRAIN_STEPS=2", "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 2}",
           "--gin.config.get_config.d_model=32", "--gin.config.get_config.d_ff=64",
           "--gin.config.get_config.num_heads=2", "--gin.config.get_config.d_kv=16",
@@ -19,11 +16,8 @@ SHRINK = ["--gin.TRAIN_STEPS=2", "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'tar
 
 
 @pytest.fixture(scope="module")
-def bench():
-  spec = importlib.util.spec_from_file_location("target_words_data_poor", SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+def bench(load_benchmark):
+  return load_benchmark("target_words_data_poor")
 
 
 def test_steps_and_confidence_interval_by_hand(bench):

@@ -3,21 +3,14 @@ on literal runs, checked by hand, and the commands --train-seeds adds (a dry run
 
 from __future__ import annotations
 
-import importlib.util
-import os
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-                      "xpr_table.py")
 
 
 @pytest.fixture(scope="module")
-def bench():
-  spec = importlib.util.spec_from_file_location("xpr_table", SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+def bench(load_benchmark):
+  return load_benchmark("xpr_table")
 
 
 def _write(path, text):
