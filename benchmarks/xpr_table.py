@@ -84,7 +84,7 @@ def main(argv=None) -> int:
   except ValueError:
     parser.error(f"--train-seeds must be comma-separated integers, not {args.train_seeds!r}")
   if seeds[0] != 0 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-    parser.error("--train-seeds must start with 0 (the table's seed) and repeat none")
+    parser.error("--train-seeds must start with 0 (the table's seed), with no repeat and none negative")
   if len(seeds) > 1 and "merged" not in rows:
     parser.error("the summary over seeds compares with merged: include it in --rows")
   w = args.workdir
@@ -207,10 +207,11 @@ def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int])
   for row, paths in by_seed.items():
     tables = [per_query(qrels, read_run(path), metrics) for path in paths]
     averaged[row] = {m: np.mean([t[m] for t in tables], axis=0) for m in metrics}
-    summary["rows"][row] = {m: {"per_seed": [float(t[m].mean()) for t in tables],
-                                "mean": float(np.mean([t[m].mean() for t in tables])),
-                                "sd": float(np.std([t[m].mean() for t in tables], ddof=1))}
-                            for m in metrics}
+    summary["rows"][row] = {}
+    for m in metrics:
+      per_seed = [float(t[m].mean()) for t in tables]
+      summary["rows"][row][m] = {"per_seed": per_seed, "mean": float(np.mean(per_seed)),
+                                 "sd": float(np.std(per_seed, ddof=1))}
   others = [row for row in by_seed if row != "merged"]
   for row in others:
     for m in metrics:
