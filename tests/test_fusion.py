@@ -77,3 +77,85 @@ def test_fuse_command_tunes_on_held_out_runs(tmp_path):
   bad = subprocess.run([sys.executable, "-m", "t5rank.cli", "fuse", "a", "b", "--weight", "2",
                         "-o", str(out)], capture_output=True, text=True)
   assert bad.returncode == 2 and "expected a number in [0, 1]" in bad.stderr
+
+
+# A third run preferring b: scores b 5, a 1, c 0 (mean 2, population std sqrt(14/3)), so its
+# z-scores are b 3/sqrt(14/3) = 1.3887, a -1/sqrt(14/3) = -0.4629, c -2/sqrt(14/3) = -0.9258.
+THIRD = {"q1": [("b", 5.0), ("a", 1.0), ("c", 0.0)]}
+
+
+def test_interpolate_runs_three_by_hand():
+  s, t = math.sqrt(1.5), math.sqrt(14 / 3)
+  fused = fusion.interpolate_runs([FIRST, SECOND, THIRD], [0.5, 0.25, 0.25])["q1"]
+  assert [d for d, _ in fused] == ["b", "a", "c"]
+  np.testing.assert_allclose(
+      [score for _, score in fused],
+      [0.25 * 3 / t,                             # b: 0.5 * 0 + 0.25 * 0 + 0.25 * 1.3887
+       0.5 * s - 0.25 * s - 0.25 / t,            # a: 0.3062 - 0.1157 = 0.1905
+       -0.5 * s + 0.25 * s - 0.25 * 2 / t])      # c: -0.3062 - 0.2315 = -0.5376
+  # Two runs through the n-run code give the two-run formula's floats exactly.
+  for w in (0.0, 0.3, 0.65, 1.0):
+    assert (fusion.interpolate_runs([FIRST, UNEVEN], [1 - w, w])
+            == fusion.interpolate(FIRST, UNEVEN, w))
+  with pytest.raises(ValueError, match="summing to 1"):
+    fusion.interpolate_runs([FIRST, SECOND, THIRD], [0.5, 0.5, 0.5])
+  with pytest.raises(ValueError, match="summing to 1"):
+    fusion.interpolate_runs([FIRST, SECOND, THIRD], [0.5, 0.5])
+  with pytest.raises(ValueError, match="at least two runs"):
+    fusion.interpolate_runs([FIRST], [1.0])
+  with pytest.raises(ValueError, match="different candidates .* in run 3"):
+    fusion.interpolate_runs([FIRST, SECOND, {"q1": [("a", 1.0)]}], [0.5, 0.25, 0.25])
+
+
+def test_simplex_grid():
+  assert fusion.simplex_grid(2, 0.25) == [(1.0, 0.0), (0.75, 0.25), (0.5, 0.5), (0.25, 0.75),
+                                          (0.0, 1.0)]
+  grid = fusion.simplex_grid(3)
+  assert len(grid) == 231 and len(fusion.simplex_grid(4)) == 1771  # C(22, 2), C(23, 3)
+  assert grid[:3] == [(1.0, 0.0, 0.0), (0.95, 0.05, 0.0), (0.95, 0.0, 0.05)]
+  assert all(math.isclose(sum(g), 1.0) for g in grid)
+  with pytest.raises(ValueError, match="step dividing 1"):
+    fusion.simplex_grid(3, 0.3)
+
+
+def test_tune_weights_three_runs():
+  # b is first when 1.8516 w3 > 1.2247 (w1 - w2) (b over a) and 2.3145 w3 > 1.2247 (w2 - w1)
+  # (b over c). In the grid's order (w1 largest first, then w2), the first such weighting is
+  # (0.6, 0, 0.4): b 0.5555 > a 0.5497; with w1 = 0.65, w2 = 0 it needs w3 > 0.43 > 0.35.
+  best, values = fusion.tune_weights({"q1": {"b": 1}}, [FIRST, SECOND, THIRD])
+  assert best == (0.6, 0.0, 0.4)
+  assert len(values) == 231
+  assert values[(1.0, 0.0, 0.0)] == pytest.approx(0.5)   # a, b, c: b second
+  assert values[(0.0, 1.0, 0.0)] == pytest.approx(0.5)   # c, b, a
+  assert values[(0.0, 0.0, 1.0)] == pytest.approx(1.0)
+  assert max(values.values()) == pytest.approx(1.0)
+
+
+def test_fuse_command_three_runs(tmp_path):
+  paths = {}
+  for name, run in (("first", FIRST), ("second", SECOND), ("third", THIRD)):
+    paths[name] = str(tmp_path / f"{name}.run")
+    write_run(paths[name], run, tag="x")
+  (tmp_path / "qrels.txt").write_text("q1 0 b 1\n")
+  out = str(tmp_path / "fused.run")
+  runs = [paths["first"], paths["second"], paths["third"]]
+
+  def fuse(*args):
+    return subprocess.run([sys.executable, "-m", "t5rank.cli", "fuse", *args, "-o", out],
+                          capture_output=True, text=True)
+
+  result = fuse(*runs, "--weights", "0.5,0.25,0.25")
+  assert result.returncode == 0, result.stderr
+  assert [d for d, _ in read_run(out)["q1"]] == ["b", "a", "c"]
+  result = fuse(*runs, "--tune", str(tmp_path / "qrels.txt"), *runs)
+  assert result.returncode == 0, result.stderr
+  assert "weights 0.6,0,0.4" in result.stdout and "231 weightings" in result.stdout
+  for args, message in (((*runs, "--weight", "0.5"), "--weight is the second of two runs"),
+                        ((*runs, "--weights", "0.5,0.5"), "2 weights for 3 runs"),
+                        ((*runs, "--tune", str(tmp_path / "qrels.txt"), *runs[:2]),
+                         "the qrels and 3 held-out runs"),
+                        ((runs[0], "--weight", "0.5"), "two or more runs")):
+    result = fuse(*args)
+    assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
+  result = fuse(*runs, "--weights", "0.5,0.6,0.25")
+  assert result.returncode == 2 and "summing to 1" in result.stderr

@@ -137,7 +137,7 @@ def test_fuse_and_evaluate_refuse_non_finite_scores(tmp_path):
       "--output", "{d}/out", "--per-passage-output", "{c}"], "--per-passage-output {c} is also"),
     (["score", "--checkpoint", "CKPT", "--queries", "{q}", "--corpus", "{c}", "--run", "{r}",
       "--output", "{d}"], "--output {d} is a directory"),
-    (["fuse", "{r}", "{r2}", "--weight", "0.5", "-o", "{r2}"], "-o {r2} is also SECOND_RUN"),
+    (["fuse", "{r}", "{r2}", "--weight", "0.5", "-o", "{r2}"], "-o {r2} is also RUN 2"),
     (["retrieve", "--corpus", "{c}", "--queries", "{q}", "--output", "{c}"],
      "--output {c} is also --corpus"),
     (["topics", "{q}", "--field", "title", "--output", "{q}"], "--output {q} is also TOPICS"),

@@ -1,4 +1,4 @@
-"""`t5rank fuse`: interpolate the scores of two runs over the same candidates (a hybrid ranking).
+"""`t5rank fuse`: interpolate the scores of two or more runs over the same candidates (a hybrid).
 
     fused(q, d) = (1 - w) * norm(first)(q, d) + w * norm(second)(q, d)
 
@@ -12,6 +12,15 @@ applied unchanged to the test queries -- never chosen on the queries it is repor
     t5rank fuse bm25.run monot5.run --weight 0.6 -o hybrid.run
     t5rank fuse bm25.run monot5.run --tune valid_qrels.txt valid_bm25.run valid_monot5.run -o hybrid.run
 
+With n runs (several rerankers of the same candidates) the fused score is Σᵢ wᵢ · norm(runᵢ)(q, d),
+the weights non-negative and summing to 1; `tune_weights` tries every weighting whose weights are
+multiples of .05 (`simplex_grid`: 231 for three runs, 1,771 for four) and keeps the best on the
+held-out queries (ties: the one leaning most on the first run, then the second, ...):
+
+    t5rank fuse monot5.run tk.run dense.run --tune valid_qrels.txt valid_monot5.run valid_tk.run \
+        valid_dense.run -o fused.run
+    t5rank fuse monot5.run tk.run dense.run --weights 0.6,0.3,0.1 -o fused.run
+
 Both runs must hold the same candidates for each query (a reranked run and the run it reranked do);
 anything else is an error rather than a silent intersection. With `union` (two first stages, e.g.
 BM25's and a dense retriever's top 1000 over a whole collection) a query's candidates are those
@@ -23,6 +32,7 @@ before normalization (Pyserini's hybrid of sparse and dense runs does the same):
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -47,34 +57,74 @@ def normalize(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
 
 def interpolate(first: Run, second: Run, weight: float, *, normalization: str = "zscore",
                 union: bool = False) -> Run:
-  """The fused run (module docstring), each query's candidates sorted by fused score (descending,
-  ties by document id). Raises ValueError when a query's candidates differ between the runs,
-  unless `union` (a missing candidate takes its run's lowest score of the query)."""
+  """The fused run of two runs (module docstring): `interpolate_runs([first, second], [1 - weight,
+  weight])`. Raises ValueError when a query's candidates differ between the runs, unless `union`."""
   if not 0.0 <= weight <= 1.0:
     raise ValueError(f"weight must be in [0, 1], got {weight}")
-  check_finite_run(first, "the first run")
-  check_finite_run(second, "the second run")
-  if union:  # a first stage writes nothing for a query it matched no document to
-    first = {q: first.get(q, []) for q in set(first) | set(second)}
-    second = {q: second.get(q, []) for q in first}
-  if set(first) != set(second):
-    only = sorted(set(first) ^ set(second))
-    raise ValueError(f"the runs rank different queries (e.g. {only[:3]}); fuse runs of the same "
-                     "queries")
-  fused: Run = {}
-  for qid, candidates in first.items():
-    a = dict(candidates)
-    b = dict(second[qid])
-    if union:
-      a, b = _filled(a, b.keys()), _filled(b, a.keys())
-    if a.keys() != b.keys():
-      raise ValueError(f"query {qid!r}: the runs hold different candidates ({len(a)} vs {len(b)}); "
-                       "fuse a reranked run with the run it reranked")
-    docids = sorted(a)
-    score = ((1.0 - weight) * normalize([a[d] for d in docids], normalization)
-             + weight * normalize([b[d] for d in docids], normalization))
-    fused[qid] = sorted(zip(docids, score.tolist()), key=lambda c: (-c[1], c[0]))
-  return fused
+  return interpolate_runs([first, second], [1.0 - weight, weight], normalization=normalization,
+                          union=union)
+
+
+def interpolate_runs(runs: Sequence[Run], weights: Sequence[float], *,
+                     normalization: str = "zscore", union: bool = False) -> Run:
+  """Σᵢ weights[i] · norm(runs[i]) for each query's candidates, sorted by fused score (descending,
+  ties by document id). The weights are non-negative and sum to 1. Raises ValueError when a query's
+  candidates differ between the runs, unless `union` (a missing candidate takes its run's lowest
+  score of the query)."""
+  return _Fusable(runs, normalization=normalization, union=union).fuse(weights)
+
+
+class _Fusable:
+  """Several runs over the same candidates, each query's normalized scores stacked once
+  (runs x candidates), so that many weightings are cheap (what tuning needs)."""
+
+  def __init__(self, runs: Sequence[Run], *, normalization: str = "zscore", union: bool = False):
+    if len(runs) < 2:
+      raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
+    runs = list(runs)
+    for i, run in enumerate(runs):
+      check_finite_run(run, _run_name(i, len(runs)))
+    if union:  # a first stage writes nothing for a query it matched no document to
+      queries = set().union(*runs)
+      runs = [{q: run.get(q, []) for q in queries} for run in runs]
+    for i, run in enumerate(runs[1:], 1):
+      if set(run) != set(runs[0]):
+        only = sorted(set(runs[0]) ^ set(run))
+        raise ValueError(f"the runs rank different queries (e.g. {only[:3]}); fuse runs of the "
+                         "same queries")
+    self.queries: dict[str, tuple[list[str], np.ndarray]] = {}
+    for qid in runs[0]:
+      scores = [dict(run[qid]) for run in runs]
+      if union:
+        every = set().union(*scores)
+        scores = [_filled(s, every) for s in scores]
+      for i, s in enumerate(scores[1:], 1):
+        if s.keys() != scores[0].keys():
+          raise ValueError(f"query {qid!r}: the runs hold different candidates ({len(scores[0])} vs "
+                           f"{len(s)} in {_run_name(i, len(runs))}); fuse a reranked run with the "
+                           "run it reranked")
+      docids = sorted(scores[0])
+      self.queries[qid] = docids, np.stack(
+          [normalize([s[d] for d in docids], normalization) for s in scores])
+    self.width = len(runs)
+
+  def fuse(self, weights: Sequence[float]) -> Run:
+    weights = np.asarray(weights, np.float64)
+    if (weights.shape != (self.width,) or np.any(weights < 0)
+        or not math.isclose(weights.sum(), 1.0, abs_tol=1e-9)):
+      raise ValueError(f"the weights must be {self.width} numbers >= 0 summing to 1, got "
+                       f"{weights.tolist()}")
+    fused: Run = {}
+    for qid, (docids, normalized) in self.queries.items():
+      # A sum in a fixed order, not a matrix product: the same float result as the two-run formula.
+      score = sum(w * row for w, row in zip(weights.tolist(), normalized))
+      fused[qid] = sorted(zip(docids, np.asarray(score, np.float64).tolist()),
+                          key=lambda c: (-c[1], c[0]))
+    return fused
+
+
+def _run_name(i: int, n: int) -> str:
+  return ("the first run", "the second run")[i] if n == 2 else f"run {i + 1}"
 
 
 def _filled(scores: dict, others) -> dict:
@@ -83,19 +133,52 @@ def _filled(scores: dict, others) -> dict:
   return {**{d: floor for d in others}, **scores}
 
 
+def simplex_grid(n: int, step: float = 0.05) -> list[tuple[float, ...]]:
+  """Every weighting of n runs whose weights are multiples of `step` summing to 1, the first
+  run's weight largest first (then the second's, ...): the order in which ties are broken."""
+  parts = round(1 / step)
+  if n < 2 or not math.isclose(parts * step, 1.0):
+    raise ValueError(f"a simplex grid needs n >= 2 runs and a step dividing 1, got {n}, {step}")
+
+  def compositions(total: int, k: int):
+    if k == 1:
+      yield (total,)
+      return
+    for head in range(total, -1, -1):
+      for tail in compositions(total - head, k - 1):
+        yield (head,) + tail
+
+  return [tuple(round(c * step, 10) for c in combo) for combo in compositions(parts, n)]
+
+
 def tune_weight(qrels: Mapping[str, Mapping[str, int]], first: Run, second: Run, *,
                 grid: Sequence[float] = DEFAULT_GRID, metric: str = "MRR",
                 normalization: str = "zscore", union: bool = False
                 ) -> tuple[float, dict[float, float]]:
   """(the weight of `grid` with the best mean `metric` on these queries, {weight: mean metric}).
   Ties go to the smaller weight (closer to the first run)."""
-  from t5rank.evaluation.metrics import per_query
-
   if not grid:
     raise ValueError("an empty grid of weights")
-  values = {float(w): float(per_query(qrels, interpolate(first, second, w,
-                                                         normalization=normalization, union=union),
-                                      [metric])[metric].mean())
-            for w in sorted(grid)}
-  best = max(values, key=lambda w: (values[w], -w))
+  weights = sorted(float(w) for w in grid)
+  best, values = tune_weights(qrels, [first, second], grid=[(1.0 - w, w) for w in weights],
+                              metric=metric, normalization=normalization, union=union)
+  return best[1], {w: values[(1.0 - w, w)] for w in weights}
+
+
+def tune_weights(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Run], *,
+                 grid: Sequence[Sequence[float]] | None = None, metric: str = "MRR",
+                 normalization: str = "zscore", union: bool = False
+                 ) -> tuple[tuple[float, ...], dict[tuple[float, ...], float]]:
+  """(the weighting of `grid` with the best mean `metric` on these queries, {weighting: mean
+  metric}). The default grid is `simplex_grid(len(runs))`; ties go to the earlier weighting of the
+  grid (in the default grid, the one leaning most on the first run, then the second, ...)."""
+  from t5rank.evaluation.metrics import per_query
+
+  grid = simplex_grid(len(runs)) if grid is None else [tuple(float(w) for w in g) for g in grid]
+  if not grid:
+    raise ValueError("an empty grid of weights")
+  fusable = _Fusable(runs, normalization=normalization, union=union)
+  values = {g: float(per_query(qrels, fusable.fuse(g), [metric])[metric].mean()) for g in grid}
+  order = {g: i for i, g in reversed(list(enumerate(grid)))}  # a weighting's first place
+  best = max(grid, key=lambda g: (values[g], -order[g]))
   return best, values
