@@ -46,8 +46,8 @@ def add_parser(subparsers) -> None:
                    help="one weight per run, >= 0, summing to 1")
   how.add_argument("--tune", nargs="+", metavar=("QRELS", "RUN"),
                    help="choose the weights on these held-out qrels and one held-out run per RUN, "
-                        "in the same order (two runs: w on the grid 0, 0.05, ..., 1; n runs: every "
-                        "weighting in steps of .05)")
+                        "in the same order; give it after the runs (two runs: w on the grid 0, 0.05, "
+                        "..., 1; n runs: every weighting in steps of .05)")
   p.add_argument("--metric", default="MRR", help="what --tune maximizes (default: MRR)")
   p.add_argument("--normalization", choices=NORMALIZATIONS, default="zscore",
                  help="per-query rescaling of each run's scores (default: zscore)")
