@@ -60,6 +60,8 @@ def test_tune_weight_picks_the_best_and_the_smaller_on_ties():
   best, values = fusion.tune_weight({"q1": {"a": 1}}, FIRST, UNEVEN, grid=grid)
   assert values == pytest.approx({0.0: 1.0, 0.25: 1.0, 0.5: 1 / 2, 0.75: 1 / 3, 1.0: 1 / 3})
   assert best == 0.0  # tied with 0.25: the smaller weight
+  with pytest.raises(ValueError, match=r"weight must be in \[0, 1\], got 1.5"):
+    fusion.tune_weight({"q1": {"a": 1}}, FIRST, UNEVEN, grid=[0.5, 1.5])
 
 
 def test_fuse_command_tunes_on_held_out_runs(tmp_path):
@@ -93,10 +95,13 @@ def test_interpolate_runs_three_by_hand():
       [0.25 * 3 / t,                             # b: 0.5 * 0 + 0.25 * 0 + 0.25 * 1.3887
        0.5 * s - 0.25 * s - 0.25 / t,            # a: 0.3062 - 0.1157 = 0.1905
        -0.5 * s + 0.25 * s - 0.25 * 2 / t])      # c: -0.3062 - 0.2315 = -0.5376
-  # Two runs through the n-run code give the two-run formula's floats exactly.
+  # Two runs through the n-run code give the two-run formula's floats exactly:
+  # (1 - w) * z(first) + w * z(second), written out here over the sorted ids a, b, c.
   for w in (0.0, 0.3, 0.65, 1.0):
-    assert (fusion.interpolate_runs([FIRST, UNEVEN], [1 - w, w])
-            == fusion.interpolate(FIRST, UNEVEN, w))
+    formula = ((1 - w) * fusion.normalize([9.0, 6.0, 3.0]) + w * fusion.normalize([-3.0, -0.5, 0.0]))
+    expected = sorted(zip("abc", formula.tolist()), key=lambda c: (-c[1], c[0]))
+    assert fusion.interpolate_runs([FIRST, UNEVEN], [1 - w, w])["q1"] == expected
+    assert fusion.interpolate(FIRST, UNEVEN, w)["q1"] == expected
   with pytest.raises(ValueError, match="summing to 1"):
     fusion.interpolate_runs([FIRST, SECOND, THIRD], [0.5, 0.5, 0.5])
   with pytest.raises(ValueError, match="summing to 1"):
@@ -116,6 +121,8 @@ def test_simplex_grid():
   assert all(math.isclose(sum(g), 1.0) for g in grid)
   with pytest.raises(ValueError, match="step dividing 1"):
     fusion.simplex_grid(3, 0.3)
+  with pytest.raises(ValueError, match="step dividing 1"):
+    fusion.simplex_grid(3, 0.0)
 
 
 def test_tune_weights_three_runs():
@@ -157,5 +164,9 @@ def test_fuse_command_three_runs(tmp_path):
                         ((runs[0], "--weight", "0.5"), "two or more runs")):
     result = fuse(*args)
     assert result.returncode != 0 and message in result.stderr, (args, result.stderr)
+  result = fuse(*runs, "--weights", "0.333333,0.333333,0.333334")  # thirds to 1e-6
+  assert result.returncode == 0, result.stderr
+  # a (1.2247 - 1.2247 - 0.4629) / 3 = -0.154, b 1.3887 / 3 = 0.463, c -0.9258 / 3 = -0.309
+  assert [d for d, _ in read_run(out)["q1"]] == ["b", "a", "c"]
   result = fuse(*runs, "--weights", "0.5,0.6,0.25")
   assert result.returncode == 2 and "summing to 1" in result.stderr

@@ -30,7 +30,8 @@ def _weights(text: str) -> list[float]:
     raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
   if any(v < 0 for v in values) or not math.isclose(sum(values), 1.0, abs_tol=1e-6):
     raise argparse.ArgumentTypeError(f"expected weights >= 0 summing to 1, got {text!r}")
-  return values
+  total = sum(values)  # 0.333333,0.333333,0.333334 and the like, made to sum to 1 exactly
+  return [v / total for v in values]
 
 
 def add_parser(subparsers) -> None:
@@ -43,7 +44,7 @@ def add_parser(subparsers) -> None:
   how = p.add_mutually_exclusive_group(required=True)
   how.add_argument("--weight", type=_weight, help="with two runs: w in [0, 1], the second run's share")
   how.add_argument("--weights", type=_weights, metavar="W1,W2,...",
-                   help="one weight per run, >= 0, summing to 1")
+                   help="one weight per run, >= 0, summing to 1 (to within 1e-6)")
   how.add_argument("--tune", nargs="+", metavar=("QRELS", "RUN"),
                    help="choose the weights on these held-out qrels and one held-out run per RUN, "
                         "in the same order; give it after the runs (two runs: w on the grid 0, 0.05, "

@@ -21,7 +21,7 @@ held-out queries (ties: the one leaning most on the first run, then the second, 
         valid_dense.run -o fused.run
     t5rank fuse monot5.run tk.run dense.run --weights 0.6,0.3,0.1 -o fused.run
 
-Both runs must hold the same candidates for each query (a reranked run and the run it reranked do);
+All runs must hold the same candidates for each query (a reranked run and the run it reranked do);
 anything else is an error rather than a silent intersection. With `union` (two first stages, e.g.
 BM25's and a dense retriever's top 1000 over a whole collection) a query's candidates are those
 of either run, and a candidate one run did not return takes that run's lowest score for the query
@@ -136,8 +136,8 @@ def _filled(scores: dict, others) -> dict:
 def simplex_grid(n: int, step: float = 0.05) -> list[tuple[float, ...]]:
   """Every weighting of n runs whose weights are multiples of `step` summing to 1, the first
   run's weight largest first (then the second's, ...): the order in which ties are broken."""
-  parts = round(1 / step)
-  if n < 2 or not math.isclose(parts * step, 1.0):
+  parts = round(1 / step) if step > 0 else 0
+  if n < 2 or parts < 1 or not math.isclose(parts * step, 1.0):
     raise ValueError(f"a simplex grid needs n >= 2 runs and a step dividing 1, got {n}, {step}")
 
   def compositions(total: int, k: int):
@@ -160,6 +160,8 @@ def tune_weight(qrels: Mapping[str, Mapping[str, int]], first: Run, second: Run,
   if not grid:
     raise ValueError("an empty grid of weights")
   weights = sorted(float(w) for w in grid)
+  if not 0.0 <= weights[0] <= weights[-1] <= 1.0:
+    raise ValueError(f"weight must be in [0, 1], got {weights[0] if weights[0] < 0 else weights[-1]}")
   best, values = tune_weights(qrels, [first, second], grid=[(1.0 - w, w) for w in weights],
                               metric=metric, normalization=normalization, union=union)
   return best[1], {w: values[(1.0 - w, w)] for w in weights}
