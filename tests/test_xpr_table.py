@@ -3,9 +3,8 @@ on literal runs, checked by hand, and the commands --train-seeds adds (a dry run
 
 from __future__ import annotations
 
-
 import pytest
-
+from scipy import stats
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +41,6 @@ def test_over_seeds_by_hand(bench, tmp_path):
   # per query, averaged over the seeds: merged (1, .75), mixed (5/12, 1/2); the differences
   # (-7/12, -1/4) have mean -5/12 and sd (1/3)/√2, so t = (-5/12) / ((1/3)/√2 / √2) = -2.5
   assert mixed["t"] == pytest.approx(-2.5)
-  from scipy import stats
   assert mixed["p"] == pytest.approx(2 * stats.t.sf(2.5, 1))
   assert mixed["p_bonferroni"] == mixed["p"]  # one row compared
   table = bench.format_seeds(summary)

@@ -181,6 +181,5 @@ def tune_weights(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Run], *,
     raise ValueError("an empty grid of weights")
   fusable = _Fusable(runs, normalization=normalization, union=union)
   values = {g: float(per_query(qrels, fusable.fuse(g), [metric])[metric].mean()) for g in grid}
-  order = {g: i for i, g in reversed(list(enumerate(grid)))}  # a weighting's first place
-  best = max(grid, key=lambda g: (values[g], -order[g]))
-  return best, values
+  best = max(range(len(grid)), key=lambda i: (values[grid[i]], -i))  # ties: the earlier
+  return grid[best], values
