@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()  # glibc: reuse freed memory instead of page-faulting it back every step
   parser = build_parser()
   args, extra = parser.parse_known_args(argv)
   if extra and not getattr(args, "accepts_extra", False):
