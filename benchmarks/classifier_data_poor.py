@@ -116,4 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()  # as the t5rank command does
   sys.exit(main())

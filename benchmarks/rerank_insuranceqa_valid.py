@@ -82,4 +82,7 @@ def _pool_run(evaluator) -> dict[str, list[tuple[str, float]]]:
   return run
 
 if __name__ == "__main__":
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()  # as the t5rank command does
   main()

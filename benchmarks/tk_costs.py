@@ -62,4 +62,7 @@ def main(checkpoint: str) -> None:
         f"{timed(score, *batch.arrays) * 1e3:.1f} ms")
 
 if __name__ == "__main__":
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()  # as the t5rank command does
   main(sys.argv[1])

@@ -236,4 +236,7 @@ def format_seeds(summary: dict) -> str:
 
 
 if __name__ == "__main__":
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()  # as the t5rank command does
   sys.exit(main())
