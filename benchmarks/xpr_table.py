@@ -13,9 +13,13 @@ stopped; `t5rank train` itself resumes an interrupted run):
      every strategy): en_only, merged, cascade (4,000 English + 4,000 Chinese), mixed, and
      xpi_merged, xpi_cascade, xpi_mixed (the same from WORKDIR/xpi/final); and mixed_true_false,
      mixed with monoT5's true/false as target words instead of yes/no (not a row of the paper);
+     de_merged and de_mixed, not rows of the paper either: the dual encoder (averaged word
+     embeddings, gin/experiments/dual_encoder_xpr_cpu.gin, 3,000 steps of batch 1000) trained on
+     the merged or the mixed strategy's pairs, its best checkpoint (validation in-batch P@1) kept;
   4. the XPR construction of the test split (`t5rank xpr --seed SEED`), BM25 over it (character
      bigrams: the `zh` analyzer, Latin words lowercased) as the candidate order and the BM25 row;
-  5. `t5rank score` of every row's final model over every pool (403,308 pairs, no windows);
+  5. `t5rank score` of every row's final model over every pool (403,308 pairs, no windows); for the
+     de_ rows, `t5rank index` of the pools' answers and `t5rank retrieve --dense --candidates`;
   6. with --hybrid N: the XPR construction of the first N validation queries, BM25 and every row
      scored on it, and `t5rank fuse --tune` of BM25 with each row (weight chosen there, applied to
      the test pools) -> WORKDIR/hybrid_ROW.run;
@@ -25,8 +29,9 @@ stopped; `t5rank train` itself resumes an interrupted run):
   8. with --train-seeds 0,1,2: steps 3 and 5 again for each further training seed (the order of the
      training data; the pre-trained start, the pairs and the XPR pools stay the same), as
      WORKDIR/ROW_seedK, then each row's mean and sample standard deviation over the seeds and a
-     paired t-test of its per-query values averaged over the seeds against merged's, Bonferroni over
-     the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7 stay those of seed 0.
+     paired t-test of its per-query values averaged over the seeds against merged's (de_mixed's
+     against de_merged's), Bonferroni over the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7
+     stay those of seed 0. --seed-rows limits the rows trained again (default: all of --rows).
 
     .venv/bin/python benchmarks/xpr_table.py --rows merged,mixed --train-seeds 0,1,2
 """
@@ -54,6 +59,9 @@ ROWS = {
     "xpi_mixed": [("mixed", 8000, "xpi")],
     "mixed_true_false": [("mixed", 8000, "pretrain")],
 }
+# dense rows: the dual encoder trained on one cross-lingual strategy's pairs
+DENSE_ROWS = {"de_merged": "merged", "de_mixed": "mixed"}
+ALL_ROWS = [*ROWS, *DENSE_ROWS]
 TARGETS = {"mixed_true_false": "true_false"}  # the other rows: yes_no
 METRICS = "P@1,acc@10,MRR,MAP"
 
@@ -66,7 +74,7 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--workdir", default=os.path.join("runs", "xpr_table"))
-  parser.add_argument("--rows", default=",".join(ROWS), help=f"among {', '.join(ROWS)}")
+  parser.add_argument("--rows", default=",".join(ALL_ROWS), help=f"among {', '.join(ALL_ROWS)}")
   parser.add_argument("--seed", type=int, default=0, help="the XPR construction's seed")
   parser.add_argument("--hybrid", type=int, default=0, metavar="N",
                       help="also fuse BM25 with each row (`t5rank fuse`), the weight tuned on the XPR "
@@ -74,19 +82,26 @@ def main(argv=None) -> int:
   parser.add_argument("--train-seeds", default="0", metavar="K,K,...",
                       help="training seeds of the rows (default 0); seed 0's are the table's, the "
                            "others go to ROW_seedK and into the summary over seeds")
+  parser.add_argument("--seed-rows", metavar="ROW,ROW,...",
+                      help="with --train-seeds: the rows trained again for each further seed "
+                           "(default: every row of --rows)")
   parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
   args = parser.parse_args(argv)
   rows = args.rows.split(",")
-  if any(r not in ROWS for r in rows):
-    parser.error(f"rows must be among {list(ROWS)}")
+  if any(r not in ALL_ROWS for r in rows):
+    parser.error(f"rows must be among {ALL_ROWS}")
+  seed_rows = args.seed_rows.split(",") if args.seed_rows else rows
+  if any(r not in rows for r in seed_rows):
+    parser.error("--seed-rows must be among --rows")
   try:
     seeds = [int(k) for k in args.train_seeds.split(",")]
   except ValueError:
     parser.error(f"--train-seeds must be comma-separated integers, not {args.train_seeds!r}")
   if seeds[0] != 0 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
     parser.error("--train-seeds must start with 0 (the table's seed), with no repeat and none negative")
-  if len(seeds) > 1 and "merged" not in rows:
-    parser.error("the summary over seeds compares with merged: include it in --rows")
+  if len(seeds) > 1 and any(baseline_of(r) not in seed_rows for r in seed_rows if r != "merged"):
+    parser.error("the summary over seeds compares each row with merged (de_mixed with de_merged): "
+                 "include them in --seed-rows")
   w = args.workdir
 
   def step(done: str, command: list[str]) -> None:
@@ -106,11 +121,16 @@ def main(argv=None) -> int:
 
   pretrain = train(os.path.join(w, "pretrain"), "pretrain_tiny_enzh_cpu.gin")
   xpi = None
-  if any(ROWS[r][0][2] == "xpi" for r in rows):
+  if any(ROWS[r][0][2] == "xpi" for r in rows if r in ROWS):
     xpi = train(os.path.join(w, "xpi"), "xpi_tiny_cpu.gin", f"INIT_CHECKPOINT={pretrain!r}")
 
   def train_row(row: str, seed: int) -> str:
     name = row if seed == 0 else f"{row}_seed{seed}"
+    if row in DENSE_ROWS:
+      final = train(os.path.join(w, name), "dual_encoder_xpr_cpu.gin",
+                    f"MIXTURE_OR_TASK_NAME={'insuranceqa_enzh_' + DENSE_ROWS[row]!r}",
+                    *([f"SEED={seed}"] if seed else []))
+      return os.path.join(os.path.dirname(final), "best")
     previous = None
     targets = TARGETS.get(row, "yes_no")
     for i, (strategy, steps, init) in enumerate(ROWS[row]):
@@ -138,6 +158,15 @@ def main(argv=None) -> int:
   bm25 = bm25_run(data, os.path.join(w, "bm25.run"))
 
   def score(final: str, pool: str, run: str, output: str) -> str:
+    if os.path.basename(final) == "best":  # a dual encoder (train_row): its cosines of the pools
+      index = os.path.splitext(output)[0] + "_index"
+      step(os.path.join(index, "index.json"),
+           t5rank("index", "--encoder", final, "--corpus", os.path.join(pool, "corpus.jsonl"),
+                  "--output", index))
+      step(output, t5rank("retrieve", "--dense", index, "--queries",
+                          os.path.join(pool, "queries.tsv"), "--candidates", run,
+                          "--output", output))
+      return output
     step(output, t5rank("score", "--checkpoint", final, "--queries",
                         os.path.join(pool, "queries.tsv"), "--corpus",
                         os.path.join(pool, "corpus.jsonl"), "--run", run, "--window", "0",
@@ -177,9 +206,9 @@ def main(argv=None) -> int:
   # the target "the best row beats BM25": every row against BM25
   evaluate([bm25, *runs.values()], os.path.join(w, "table_vs_bm25.txt"))
   if len(seeds) > 1:
-    by_seed = {row: [runs[row]] for row in rows}
+    by_seed = {row: [runs[row]] for row in seed_rows}
     for seed in seeds[1:]:
-      for row in rows:
+      for row in seed_rows:
         by_seed[row].append(score(train_row(row, seed), data, bm25,
                                   os.path.join(w, f"{row}_seed{seed}.run")))
     if not args.dry_run:
@@ -192,10 +221,16 @@ def main(argv=None) -> int:
   return 0
 
 
+def baseline_of(row: str) -> str:
+  """The row each row is compared with over seeds: de_merged for the other dense rows (the same
+  model, the other strategy), merged for the others."""
+  return "de_merged" if row in DENSE_ROWS and row != "de_merged" else "merged"
+
+
 def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int]) -> dict:
   """Each row's metrics on each seed's run, their mean and sample standard deviation, and a paired
-  t-test of the per-query values averaged over the seeds against merged's (Bonferroni over the
-  other rows)."""
+  t-test of the per-query values averaged over the seeds against its `baseline_of` row's
+  (Bonferroni over the rows compared)."""
   import numpy as np
 
   from t5rank.data.readers import read_qrels, read_run
@@ -214,8 +249,9 @@ def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int])
                                  "sd": float(np.std(per_seed, ddof=1))}
   others = [row for row in by_seed if row != "merged"]
   for row in others:
+    summary["rows"][row]["baseline"] = baseline_of(row)
     for m in metrics:
-      t, p = paired_t_test(averaged[row][m], averaged["merged"][m])
+      t, p = paired_t_test(averaged[row][m], averaged[baseline_of(row)][m])
       summary["rows"][row][m].update(t=t, p=p, p_bonferroni=min(1.0, p * len(others)))
   return summary
 
@@ -223,7 +259,7 @@ def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int])
 def format_seeds(summary: dict) -> str:
   metrics = summary["metrics"]
   lines = [f"training seeds {summary['seeds']}: mean ± sample sd over the seeds; p: paired t-test "
-           "of the per-query values averaged over the seeds against merged's, Bonferroni",
+           "of the per-query values averaged over the seeds against the row named, Bonferroni",
            "| row | " + " | ".join(metrics) + " | MRR per seed | p (MRR) |",
            "| --- |" + " --- |" * (len(metrics) + 2)]
   for row, values in summary["rows"].items():
@@ -231,7 +267,7 @@ def format_seeds(summary: dict) -> str:
     per_seed = " / ".join(f"{v:.4f}" for v in values["MRR"]["per_seed"])
     p = values["MRR"].get("p_bonferroni")
     lines.append(f"| {row} | " + " | ".join(cells) + f" | {per_seed} | "
-                 + ("(baseline)" if p is None else f"{p:.2g}") + " |")
+                 + ("(baseline)" if p is None else f"{p:.2g} vs {values['baseline']}") + " |")
   return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ a tiny corpus, resume, a foreign encoder refused, empty texts) and the whole pat
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 
@@ -90,6 +91,41 @@ def test_distinct_batches_never_repeat_an_answer_or_a_question():
   assert [next(again) for _ in range(8)] == [seen[i:i + 3] for i in range(0, 24, 3)]
   with pytest.raises(ValueError, match="at most that"):
     next(distinct_batches(pairs, 6, seed=0))  # only 5 distinct answers
+
+
+def test_cross_lingual_pairs_follow_the_strategies_and_keep_translations_apart():
+  from t5rank.data.cross_lingual import pair_layouts
+  from t5rank.data.insuranceqa import load_split
+  from t5rank.training.dual import Pairs, distinct_batches
+
+  assert pair_layouts(2, "merged") == [[("en", "en"), ("zh", "zh")]] * 2
+  mixed = pair_layouts(5, "mixed", seed=3)
+  assert sum(layout == [("en", "zh"), ("zh", "zh")] for layout in mixed) == 2  # 5 // 2 rows
+  assert sum(layout == [("en", "en"), ("zh", "en")] for layout in mixed) == 3
+  en, zh = load_split("validation", "en"), load_split("validation", "zh")
+  qid, aid = next(iter(en.queries)), en.relevant[next(iter(en.queries))][0]
+  for strategy in ("merged", "mixed"):
+    data = Pairs.cross_lingual("validation", strategy)
+    rows = sum(len(r) for r in en.relevant.values())
+    assert len(data.pairs) == 2 * rows == len(data.keys)
+    assert len(data.questions) == 2 * len(en.queries) and len(data.answers) == 2 * len(en.answers)
+    # the first row's two pairs: both keyed by the English question and answer
+    assert data.keys[0] == data.keys[1] == (0, list(en.answers).index(aid))
+    texts = {(data.questions[q], data.answers[a]) for q, a in data.pairs[:2]}
+    if strategy == "merged":
+      assert texts == {(en.queries[qid], en.answers[aid]), (zh.queries[qid], zh.answers[aid])}
+    else:  # one pair across languages, the answer in one language for both
+      assert len({a for _, a in texts}) == 1 and len({q for q, _ in texts}) == 2
+    languages = collections.Counter((q >= len(en.queries), a >= len(en.answers))
+                                    for q, a in data.pairs)
+    if strategy == "merged":
+      assert languages == {(False, False): rows, (True, True): rows}
+    else:  # as many pairs across languages as in one, half of the rows' answers Chinese
+      assert languages[(False, True)] + languages[(True, False)] == rows
+      assert languages[(True, True)] + languages[(False, True)] == 2 * (rows // 2)
+    # a batch never holds a question or an answer together with its translation
+    batch = next(distinct_batches(data.batch_keys, 1000, seed=0))
+    assert len({data.keys[i][0] for i in batch}) == len({data.keys[i][1] for i in batch}) == 1000
 
 
 def test_closure_of_literal_pairs(tmp_path):

@@ -33,6 +33,8 @@ def vocabulary():
 
 def test_words_and_vocabulary(tmp_path):
   assert words("Is AD&D covered? Yes_2 it's") == ["is", "ad", "d", "covered", "yes_2", "it", "s"]
+  # Chinese: each ideograph a word (BERT's rule), Latin runs and digits beside them as before
+  assert words("人寿保险covers 2人。É?") == ["人", "寿", "保", "险", "covers", "2", "人", "é"]
   vocabulary = WordVocabulary.build(["b a a", "c a b"], min_count=2)
   assert vocabulary.terms == ["a", "b"] and vocabulary.counts == [3, 2]  # c occurs once
   ids, oov, n = vocabulary.encode("A b c d", max_length=3)

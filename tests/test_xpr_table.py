@@ -45,6 +45,15 @@ def test_over_seeds_by_hand(bench, tmp_path):
   assert mixed["p_bonferroni"] == mixed["p"]  # one row compared
   table = bench.format_seeds(summary)
   assert "| merged | " in table and "1.0000 / 0.7500" in table and "(baseline)" in table
+  # the dense rows: de_mixed against de_merged (the same runs: the same t), de_merged against merged
+  by_seed.update(de_merged=by_seed["merged"], de_mixed=by_seed["mixed"])
+  summary = bench.over_seeds(qrels, by_seed, [0, 1])
+  de_mixed = summary["rows"]["de_mixed"]
+  assert de_mixed["baseline"] == "de_merged" and de_mixed["MRR"]["t"] == pytest.approx(-2.5)
+  assert summary["rows"]["de_merged"]["baseline"] == "merged"
+  assert summary["rows"]["de_merged"]["MRR"]["p"] == 1.0  # the same per-query values as merged
+  assert de_mixed["MRR"]["p_bonferroni"] == pytest.approx(min(1.0, 3 * de_mixed["MRR"]["p"]))
+  assert "vs de_merged |" in bench.format_seeds(summary)
 
 
 def test_train_seeds_dry_run_and_bad_values(bench, capsys, tmp_path):
@@ -58,3 +67,20 @@ def test_train_seeds_dry_run_and_bad_values(bench, capsys, tmp_path):
               ["--rows", "mixed", "--train-seeds", "0,1"]):
     with pytest.raises(SystemExit):
       bench.main(["--workdir", str(tmp_path), "--dry-run", *bad])
+
+
+def test_dense_rows_dry_run(bench, capsys, tmp_path):
+  assert bench.main(["--workdir", str(tmp_path), "--rows", "merged,de_merged,de_mixed",
+                     "--train-seeds", "0,1", "--seed-rows", "merged,de_merged,de_mixed",
+                     "--dry-run"]) == 0
+  out = capsys.readouterr().out
+  assert "dual_encoder_xpr_cpu.gin" in out
+  assert "MIXTURE_OR_TASK_NAME=" in out and "insuranceqa_enzh_mixed" in out
+  assert f"index --encoder {tmp_path}/de_mixed/best" in out
+  assert f"retrieve --dense {tmp_path}/de_mixed_index" in out
+  assert f"index --encoder {tmp_path}/de_merged_seed1/best" in out
+  assert out.count("--gin.SEED=") == 3  # merged, de_merged, de_mixed
+  for bad in (["--seed-rows", "de_merged,de_mixed"], ["--seed-rows", "merged,mixed"]):
+    with pytest.raises(SystemExit):
+      bench.main(["--workdir", str(tmp_path), "--rows", "merged,de_merged,de_mixed",
+                  "--train-seeds", "0,1", "--dry-run", *bad])

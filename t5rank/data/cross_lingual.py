@@ -36,6 +36,22 @@ STRATEGIES = ("en", "zh", "merged", "mixed")
 LANGUAGES = ("en", "zh")
 
 
+def pair_layouts(num_rows: int, strategy: str, seed: int = 0) -> list[list[tuple[str, str]]]:
+  """For each of `num_rows` (query, relevant answer) rows, the (query language, passage language)
+  of the pairs `strategy` makes of it (see the module docstring): en or zh, one pair in that
+  language; merged, (en, en) and (zh, zh); mixed, (en, zh) and (zh, zh) for a seeded half of the
+  rows (exactly num_rows // 2), (en, en) and (zh, en) for the others."""
+  if strategy not in STRATEGIES:
+    raise ValueError(f"unknown cross-lingual strategy {strategy!r}; choose one of {STRATEGIES}")
+  if strategy in LANGUAGES:
+    return [[(strategy, strategy)]] * num_rows
+  if strategy == "merged":
+    return [[("en", "en"), ("zh", "zh")]] * num_rows
+  chinese = np.zeros(num_rows, bool)
+  chinese[np.random.default_rng(seed).permutation(num_rows)[:num_rows // 2]] = True
+  return [[("en", "zh"), ("zh", "zh")] if c else [("en", "en"), ("zh", "en")] for c in chinese]
+
+
 def cross_lingual_table(split: str, strategy: str, seed: int = 0,
                         num_queries: Optional[int] = None) -> TripleTable:
   """The triples of `strategy` (en, zh, merged or mixed; see the module docstring) on InsuranceQA's
@@ -53,15 +69,7 @@ def cross_lingual_table(split: str, strategy: str, seed: int = 0,
 
   rows = [(qid, aid) for qid in data["en"].queries if data["en"].negatives[qid]
           for aid in data["en"].relevant[qid]]
-  # (query language, passage language) of each row's pairs
-  if strategy in LANGUAGES:
-    layouts = [[(strategy, strategy)]] * len(rows)
-  elif strategy == "merged":
-    layouts = [[("en", "en"), ("zh", "zh")]] * len(rows)
-  else:
-    chinese = np.zeros(len(rows), bool)
-    chinese[np.random.default_rng(seed).permutation(len(rows))[:len(rows) // 2]] = True
-    layouts = [[("en", "zh"), ("zh", "zh")] if c else [("en", "en"), ("zh", "en")] for c in chinese]
+  layouts = pair_layouts(len(rows), strategy, seed)
 
   queries, query_index, pools, pool_index, positives, positive_pools = [], {}, [], {}, [], []
   for (qid, aid), layout in zip(rows, layouts):

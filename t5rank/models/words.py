@@ -1,6 +1,7 @@
 """Word vocabularies and word embeddings, for models that read one id per word (TK).
 
-    text ─► `words(text)`: lowercased runs of letters and digits (`\\w+`, Unicode) ─► ids
+    text ─► `words(text)`: lowercased runs of letters and digits (`\\w+`, Unicode), each Chinese
+            character a word of its own ─► ids
     id 0 = padding, id 1 = every out-of-vocabulary word, ids 2.. = the vocabulary's terms
 
 A `WordVocabulary` keeps the terms of a collection that occur at least `min_count` times (the TK
@@ -32,13 +33,18 @@ NUM_RESERVED = 2
 WORDS_FILE = "words.tsv"
 VECTORS_FILE = "vectors.npy"
 SETTINGS_FILE = "embeddings.json"
-_WORD = re.compile(r"\w+")
+# CJK ideographs: the code point blocks BERT's tokenizer splits into one token per character
+# (Chinese is written without spaces; `\w+` alone would make a whole clause one "word").
+_CJK = ("\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ceaf"
+        "\U0002f800-\U0002fa1f")
+_WORD = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 
 
 def words(text: str) -> list[str]:
-  """The lowercased words of `text`: maximal runs of Unicode letters, digits and underscores;
-  punctuation and whitespace separate them and are dropped. "Is AD&D covered?" -> [is, ad, d,
-  covered]."""
+  """The lowercased words of `text`: maximal runs of Unicode letters, digits and underscores, and
+  each CJK ideograph alone (BERT's rule for Chinese); punctuation and whitespace separate them and
+  are dropped. "Is AD&D covered?" -> [is, ad, d, covered]; "寿险covers 2人" -> [寿, 险, covers,
+  2, 人]. Text without CJK ideographs is split exactly as by `\\w+`."""
   return _WORD.findall(text.lower())
 
 
@@ -175,9 +181,12 @@ def load_embeddings(directory: str) -> tuple[WordVocabulary, np.ndarray]:
 
 def insuranceqa_texts(language: str = "en") -> list[str]:
   """InsuranceQA v2's 27,413 answers and its training questions (no validation or test question):
-  the text TK's InsuranceQA embeddings are learned on."""
+  the text TK's InsuranceQA embeddings are learned on. `language` en, zh (the translation), or
+  enzh (the English texts, then the Chinese)."""
   from t5rank.data.insuranceqa import load_split
 
+  if language == "enzh":
+    return insuranceqa_texts("en") + insuranceqa_texts("zh")
   train = load_split("train", language)
   return list(train.answers.values()) + list(train.queries.values())
 

@@ -1,8 +1,10 @@
 """The dual encoder's training (`t5rank.models.dual_encoder`), a `Trainable`:
 
-    InsuranceQA training pairs (question → each relevant answer; `PAIR_SOURCES`)
+    InsuranceQA training pairs (question → each relevant answer; `PAIR_SOURCES`: English, Chinese,
+      or both languages by the cross-lingual paper's merged or mixed strategy)
       -> `distinct_batches`: seeded epochs, no answer and no question twice in a batch (several
-         questions share answers: a repeat would be an in-batch false negative)
+         questions share answers: a repeat would be an in-batch false negative; in both languages
+         a question or answer and its translation count as the same)
       -> word ids {query (B, ≤30), document (B, ≤256)} (+ `label` for the cross_entropy loss,
          whose batches hold half positive pairs, half pool negatives)
       -> the config's loss over the B × B similarity matrix
@@ -31,7 +33,10 @@ from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengt
 
 MODEL_NAME, T5_MODEL_NAME = "dual_encoder", "t5_dual_encoder"
 LENGTH_BUCKET = 32
-PAIR_SOURCES = ("insuranceqa_en", "insuranceqa_zh")
+# task name -> (language of the word list and the evaluation, the pairs' cross-lingual strategy)
+PAIR_SOURCES = {"insuranceqa_en": ("en", "en"), "insuranceqa_zh": ("zh", "zh"),
+                "insuranceqa_enzh_merged": ("enzh", "merged"),
+                "insuranceqa_enzh_mixed": ("enzh", "mixed")}
 
 
 def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransformation:
@@ -42,11 +47,18 @@ def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransfor
 @dataclasses.dataclass
 class Pairs:
   """Positive (question, answer) pairs by index into `questions` and `answers`, and each question's
-  negatives (answer indices; for the labelled cross-entropy)."""
+  negatives (answer indices; for the labelled cross-entropy). `keys`, when given, name each pair's
+  question and answer by meaning (a text and its translation share a key): batches hold no key
+  twice."""
   questions: list[str]
   answers: list[str]
   pairs: list[tuple[int, int]]
   negatives: list[list[int]]
+  keys: Optional[list[tuple[int, int]]] = None
+
+  @property
+  def batch_keys(self) -> list[tuple[int, int]]:
+    return self.keys if self.keys is not None else self.pairs
 
   @classmethod
   def insuranceqa(cls, split: str, language: str = "en") -> "Pairs":
@@ -59,6 +71,45 @@ class Pairs:
     return cls(list(data.queries.values()), list(data.answers.values()),
                [(q, position[aid]) for q, qid in enumerate(qids) for aid in data.relevant[qid]],
                [[position[a] for a in data.negatives[qid]] for qid in qids])
+
+  @classmethod
+  def cross_lingual(cls, split: str, strategy: str, seed: int = 0) -> "Pairs":
+    """InsuranceQA's `split` in English and Chinese (its translation), each (question, relevant
+    answer) row made into pairs by the cross-lingual paper's `strategy`
+    (`t5rank.data.cross_lingual.pair_layouts`: merged, both pairs in one language; mixed, one pair
+    across languages and one in a language, `seed` choosing which half of the rows gets the Chinese
+    answer). Questions: the English ones, then the Chinese; answers likewise; negatives: each
+    question's pool in its own language. Keys: the English question's and answer's index."""
+    from t5rank.data.cross_lingual import pair_layouts
+    from t5rank.data.insuranceqa import load_split
+
+    data = {language: load_split(split, language) for language in ("en", "zh")}
+    qids, aids = list(data["en"].queries), list(data["en"].answers)
+    if list(data["zh"].queries) != qids or list(data["zh"].answers) != aids:
+      raise ValueError(f"InsuranceQA {split}: the Chinese questions or answers are not the "
+                       "English ones' translations, id for id")
+    position = {aid: i for i, aid in enumerate(aids)}
+    offset = {"en": 0, "zh": 1}
+    rows = [(q, position[aid]) for q, qid in enumerate(qids) for aid in data["en"].relevant[qid]]
+    pairs, keys = [], []
+    for (q, a), layout in zip(rows, pair_layouts(len(rows), strategy, seed)):
+      for query_language, answer_language in layout:
+        pairs.append((q + offset[query_language] * len(qids),
+                      a + offset[answer_language] * len(aids)))
+        keys.append((q, a))
+    negatives = [[position[a] + offset[language] * len(aids) for a in data["en"].negatives[qid]]
+                 for language in ("en", "zh") for qid in qids]
+    return cls([t for language in ("en", "zh") for t in data[language].queries.values()],
+               [t for language in ("en", "zh") for t in data[language].answers.values()],
+               pairs, negatives, keys)
+
+  @classmethod
+  def source(cls, task_name: str, split: str) -> "Pairs":
+    """The pairs of `split` a `PAIR_SOURCES` task trains on."""
+    language, strategy = PAIR_SOURCES[task_name]
+    if language == strategy:
+      return cls.insuranceqa(split, language)
+    return cls.cross_lingual(split, strategy)
 
 
 def distinct_batches(pairs: Sequence[tuple[int, int]], batch_size: int, seed: int
@@ -156,7 +207,7 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
     raise ValueError("the cross_entropy loss takes half positive, half negative rows: batch_size "
                      f"{batch_size} must be a multiple of 2 x the data shards ({num_shards})")
   rows = batch_size // num_shards
-  batches = distinct_batches(data.pairs, batch_size // 2 if labelled else batch_size, seed)
+  batches = distinct_batches(data.batch_keys, batch_size // 2 if labelled else batch_size, seed)
   for _ in range(start_step):
     next(batches)
   step = start_step
@@ -204,9 +255,9 @@ class DualEncoder(Trainable):
 
   def check(self, task_name: str, init, optimization, loop) -> None:
     if task_name not in PAIR_SOURCES:
-      raise ValueError(f"the dual encoder trains on InsuranceQA pairs {PAIR_SOURCES}, got "
-                       f"{task_name!r}")
-    language = task_name.rsplit("_", 1)[1]
+      raise ValueError(f"the dual encoder trains on InsuranceQA pairs {tuple(PAIR_SOURCES)}, "
+                       f"got {task_name!r}")
+    language = PAIR_SOURCES[task_name][0]
     evaluated = getattr(loop.eval_fn, "language", language)
     if evaluated != language:
       raise ValueError(f"task {task_name} trains on {language} pairs but the evaluation reads "
@@ -261,7 +312,7 @@ class DualEncoder(Trainable):
                 start_step: int = 0, pack: bool = False, shard_index: int = 0,
                 num_shards: int = 1):
       query_document_lengths("the dual encoder", self.config, feature_lengths, pack)
-      return pair_batches(Pairs.insuranceqa("train", task_name.rsplit("_", 1)[1]),
+      return pair_batches(Pairs.source(task_name, "train"),
                           self.text_encoder(), self.config, batch_size=batch_size, seed=seed,
                           start_step=start_step, shard_index=shard_index, num_shards=num_shards)
     return dataset
@@ -342,15 +393,19 @@ class T5DualEncoder(DualEncoder):
 
 class InBatchEval:
   """The paper's early-stopping measure: in-batch precision@1 over fixed batches of `batch_size`
-  distinct (question, answer) pairs of an InsuranceQA split (seed 0; or of `data`), the share of questions whose
+  distinct (question, answer) pairs of an InsuranceQA split (seed 0; or of `data`; `language`
+  en, zh, or enzh for the mixed strategy's pairs in both languages), the share of questions whose
   own answer scores highest of the batch's answers (`p@1`), and the in-batch softmax loss
   (`loss`, at the model's α and β). Gin: `trainer.Loop.eval_fn = @dual.InBatchEval()`."""
 
   def __init__(self, split: str = "validation", batch_size: int = 1000, language: str = "en",
                max_batches: int = 4, data: Optional[Pairs] = None):
     self.language = language
-    self.data = data if data is not None else Pairs.insuranceqa(split, language)
-    order = distinct_batches(self.data.pairs, batch_size, seed=0)
+    if data is None:  # "enzh": the mixed strategy's pairs, half of them across languages
+      data = (Pairs.cross_lingual(split, "mixed") if language == "enzh"
+              else Pairs.insuranceqa(split, language))
+    self.data = data
+    order = distinct_batches(self.data.batch_keys, batch_size, seed=0)
     total = len(self.data.pairs) // batch_size
     self.batches = [next(order) for _ in range(max(1, min(max_batches, total)))]
     self._encoded: dict = {}
