@@ -16,6 +16,8 @@ stopped; `t5rank train` itself resumes an interrupted run):
      de_merged and de_mixed, not rows of the paper either: the dual encoder (averaged word
      embeddings, gin/experiments/dual_encoder_xpr_cpu.gin, 3,000 steps of batch 1000) trained on
      the merged or the mixed strategy's pairs, its best checkpoint (validation in-batch P@1) kept;
+     de_xpi_merged and de_xpi_mixed, the same started from a dual encoder trained first on XPI's
+     sentence pairs (task xpi_enzh, 2,000 steps -> WORKDIR/de_xpi);
   4. the XPR construction of the test split (`t5rank xpr --seed SEED`), BM25 over it (character
      bigrams: the `zh` analyzer, Latin words lowercased) as the candidate order and the BM25 row;
   5. `t5rank score` of every row's final model over every pool (403,308 pairs, no windows); for the
@@ -29,8 +31,8 @@ stopped; `t5rank train` itself resumes an interrupted run):
   8. with --train-seeds 0,1,2: steps 3 and 5 again for each further training seed (the order of the
      training data; the pre-trained start, the pairs and the XPR pools stay the same), as
      WORKDIR/ROW_seedK, then each row's mean and sample standard deviation over the seeds and a
-     paired t-test of its per-query values averaged over the seeds against merged's (de_mixed's
-     against de_merged's), Bonferroni over the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7
+     paired t-test of its per-query values averaged over the seeds against merged's (a dense
+     row's against the dense row it changes, `BASELINES`), Bonferroni over the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7
      stay those of seed 0. --seed-rows limits the rows trained again (default: all of --rows).
 
     .venv/bin/python benchmarks/xpr_table.py --rows merged,mixed --train-seeds 0,1,2
@@ -59,8 +61,13 @@ ROWS = {
     "xpi_mixed": [("mixed", 8000, "xpi")],
     "mixed_true_false": [("mixed", 8000, "pretrain")],
 }
-# dense rows: the dual encoder trained on one cross-lingual strategy's pairs
-DENSE_ROWS = {"de_merged": "merged", "de_mixed": "mixed"}
+# dense rows: the dual encoder trained on one cross-lingual strategy's pairs, from random
+# embeddings or from the dual encoder trained on XPI's pairs
+DENSE_ROWS = {"de_merged": ("merged", None), "de_mixed": ("mixed", None),
+              "de_xpi_merged": ("merged", "xpi"), "de_xpi_mixed": ("mixed", "xpi")}
+DENSE_XPI_STEPS = 2000
+# over seeds, each row is compared with merged (monoT5 without XPI) except these
+BASELINES = {"de_mixed": "de_merged", "de_xpi_merged": "de_merged", "de_xpi_mixed": "de_mixed"}
 ALL_ROWS = [*ROWS, *DENSE_ROWS]
 TARGETS = {"mixed_true_false": "true_false"}  # the other rows: yes_no
 METRICS = "P@1,acc@10,MRR,MAP"
@@ -123,12 +130,19 @@ def main(argv=None) -> int:
   xpi = None
   if any(ROWS[r][0][2] == "xpi" for r in rows if r in ROWS):
     xpi = train(os.path.join(w, "xpi"), "xpi_tiny_cpu.gin", f"INIT_CHECKPOINT={pretrain!r}")
+  dense_xpi = None
+  if any(DENSE_ROWS[r][1] == "xpi" for r in rows if r in DENSE_ROWS):
+    dense_xpi = os.path.join(w, "de_xpi", "best")
+    train(os.path.dirname(dense_xpi), "dual_encoder_xpr_cpu.gin",
+          "MIXTURE_OR_TASK_NAME='xpi_enzh'", f"TRAIN_STEPS={DENSE_XPI_STEPS}")
 
   def train_row(row: str, seed: int) -> str:
     name = row if seed == 0 else f"{row}_seed{seed}"
     if row in DENSE_ROWS:
+      strategy, init = DENSE_ROWS[row]
       final = train(os.path.join(w, name), "dual_encoder_xpr_cpu.gin",
-                    f"MIXTURE_OR_TASK_NAME={'insuranceqa_enzh_' + DENSE_ROWS[row]!r}",
+                    f"MIXTURE_OR_TASK_NAME={'insuranceqa_enzh_' + strategy!r}",
+                    *([f"INIT_CHECKPOINT={dense_xpi!r}"] if init else []),
                     *([f"SEED={seed}"] if seed else []))
       return os.path.join(os.path.dirname(final), "best")
     previous = None
@@ -222,9 +236,8 @@ def main(argv=None) -> int:
 
 
 def baseline_of(row: str) -> str:
-  """The row each row is compared with over seeds: de_merged for the other dense rows (the same
-  model, the other strategy), merged for the others."""
-  return "de_merged" if row in DENSE_ROWS and row != "de_merged" else "merged"
+  """The row each row is compared with over seeds (`BASELINES`, else merged)."""
+  return BASELINES.get(row, "merged")
 
 
 def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int]) -> dict:

@@ -83,3 +83,19 @@ def test_splits_errors_and_tasks():
     xpi.xpi_table_of(groups(10))
   task = seqio.get_mixture_or_task("xpi_bm25_monot5_yes_no")
   assert task.output_features["targets"].vocabulary.vocab_size == 16100
+
+
+def test_the_dual_encoders_xpi_pairs_are_the_tables_rows():
+  from t5rank.training.dual import PAIR_SOURCES, Pairs, distinct_batches
+  data = groups(40)
+  table = xpi.xpi_table_of(data, "random", seed=3)
+  pairs = Pairs.of_table(table)
+  assert len(pairs.pairs) == 40 and PAIR_SOURCES["xpi_enzh"] == ("enzh", "xpi")
+  for g, (q, d) in enumerate(pairs.pairs):
+    x, y = pairs.questions[q], pairs.answers[d]
+    assert (x, y) == (table.queries[table.positives[g][0]], table.documents[table.positives[g][1]])
+    assert x in data[g][0] + data[g][1] and y in data[g][0] + data[g][1]  # one meaning
+    pool = table.pool_docs[table.pool_starts[g]:table.pool_starts[g + 1]].tolist()
+    assert pairs.negatives[q] == pool
+  batch = next(distinct_batches(pairs.batch_keys, 40, seed=0))  # every meaning once
+  assert sorted(batch) == list(range(40))

@@ -84,3 +84,11 @@ def test_dense_rows_dry_run(bench, capsys, tmp_path):
     with pytest.raises(SystemExit):
       bench.main(["--workdir", str(tmp_path), "--rows", "merged,de_merged,de_mixed",
                   "--train-seeds", "0,1", "--dry-run", *bad])
+
+
+def test_dense_xpi_rows_start_from_the_xpi_dual_encoder(bench, capsys, tmp_path):
+  assert bench.main(["--workdir", str(tmp_path), "--rows", "de_xpi_merged", "--dry-run"]) == 0
+  out = capsys.readouterr().out
+  assert f"{tmp_path}/de_xpi'" in out and "xpi_enzh" in out and "TRAIN_STEPS=2000" in out
+  assert f"INIT_CHECKPOINT='\"'\"'{tmp_path}/de_xpi/best" in out
+  assert bench.baseline_of("de_xpi_mixed") == "de_mixed" and bench.baseline_of("mixed") == "merged"

@@ -1,7 +1,8 @@
 """The dual encoder's training (`t5rank.models.dual_encoder`), a `Trainable`:
 
     InsuranceQA training pairs (question → each relevant answer; `PAIR_SOURCES`: English, Chinese,
-      or both languages by the cross-lingual paper's merged or mixed strategy)
+      or both languages by the cross-lingual paper's merged or mixed strategy), or XPI's sentence
+      pairs (a sentence → its translation or paraphrase, `t5rank.data.xpi`)
       -> `distinct_batches`: seeded epochs, no answer and no question twice in a batch (several
          questions share answers: a repeat would be an in-batch false negative; in both languages
          a question or answer and its translation count as the same)
@@ -36,7 +37,7 @@ LENGTH_BUCKET = 32
 # task name -> (language of the word list and the evaluation, the pairs' cross-lingual strategy)
 PAIR_SOURCES = {"insuranceqa_en": ("en", "en"), "insuranceqa_zh": ("zh", "zh"),
                 "insuranceqa_enzh_merged": ("enzh", "merged"),
-                "insuranceqa_enzh_mixed": ("enzh", "mixed")}
+                "insuranceqa_enzh_mixed": ("enzh", "mixed"), "xpi_enzh": ("enzh", "xpi")}
 
 
 def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransformation:
@@ -104,11 +105,31 @@ class Pairs:
                pairs, negatives, keys)
 
   @classmethod
+  def xpi(cls, split: str, seed: int = 0) -> "Pairs":
+    """XPI's rows (`t5rank.data.xpi.xpi_table`, random negatives): each meaning group's sentence x
+    with its positive y (a translation for half the groups, else a paraphrase or x itself); the
+    negatives of x, its row's pool. Texts are interned, so a batch never holds one text twice."""
+    from t5rank.data.xpi import xpi_table
+    return cls.of_table(xpi_table(split, "random", seed))
+
+  @classmethod
+  def of_table(cls, table) -> "Pairs":
+    """A `TripleTable`'s rows as pairs: each row's query and positive; a query's negatives, its
+    (last) row's pool."""
+    pairs = [(int(q), int(d)) for q, d in table.positives]
+    negatives: list[list[int]] = [[] for _ in table.queries]
+    for (q, _), pool in zip(pairs, table.positive_pools):
+      negatives[q] = table.pool_docs[table.pool_starts[pool]:table.pool_starts[pool + 1]].tolist()
+    return cls(list(table.queries), list(table.documents), pairs, negatives)
+
+  @classmethod
   def source(cls, task_name: str, split: str) -> "Pairs":
     """The pairs of `split` a `PAIR_SOURCES` task trains on."""
     language, strategy = PAIR_SOURCES[task_name]
     if language == strategy:
       return cls.insuranceqa(split, language)
+    if strategy == "xpi":
+      return cls.xpi(split)
     return cls.cross_lingual(split, strategy)
 
 
