@@ -327,6 +327,14 @@ def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
   with pytest.raises(ValueError, match="evaluation reads en ones"):
     dual.DualEncoder(config).check("insuranceqa_zh", trainer.Init(), trainer.Optimization(
         dropout_rate=0.0), trainer.Loop(eval_fn=dual.InBatchEval(batch_size=2, data=data)))
+  eval_enzh = dual.InBatchEval(batch_size=2, data=data)
+  eval_enzh.language = "enzh"
+  dual.DualEncoder(config).check("insuranceqa_enzh_mixed", trainer.Init(), trainer.Optimization(
+      dropout_rate=0.0), trainer.Loop(eval_fn=eval_enzh))  # an in-batch loss: accepted
+  with pytest.raises(ValueError, match="language would tell the positive"):
+    dual.DualEncoder(config.replace(loss="cross_entropy")).check(
+        "insuranceqa_enzh_mixed", trainer.Init(), trainer.Optimization(dropout_rate=0.0),
+        trainer.Loop(eval_fn=eval_enzh))
 
 
 def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):

@@ -79,8 +79,9 @@ class Pairs:
     answer) row made into pairs by the cross-lingual paper's `strategy`
     (`t5rank.data.cross_lingual.pair_layouts`: merged, both pairs in one language; mixed, one pair
     across languages and one in a language, `seed` choosing which half of the rows gets the Chinese
-    answer). Questions: the English ones, then the Chinese; answers likewise; negatives: each
-    question's pool in its own language. Keys: the English question's and answer's index."""
+    answer). Questions: the English ones, then the Chinese; answers likewise; negatives (for the
+    labelled cross_entropy loss, refused with mixed by `DualEncoder.check`): each question's pool in
+    its own language. Keys: the English question's and answer's index."""
     from t5rank.data.cross_lingual import pair_layouts
     from t5rank.data.insuranceqa import load_split
 
@@ -276,9 +277,13 @@ class DualEncoder(Trainable):
 
   def check(self, task_name: str, init, optimization, loop) -> None:
     if task_name not in PAIR_SOURCES:
-      raise ValueError(f"the dual encoder trains on InsuranceQA pairs {tuple(PAIR_SOURCES)}, "
+      raise ValueError(f"the dual encoder trains on the pairs of {tuple(PAIR_SOURCES)}, "
                        f"got {task_name!r}")
-    language = PAIR_SOURCES[task_name][0]
+    language, strategy = PAIR_SOURCES[task_name]
+    if strategy == "mixed" and getattr(self.config, "loss", None) == "cross_entropy":
+      raise ValueError("the cross_entropy loss draws negatives from the question's pool, in the "
+                       "question's language: with the mixed strategy's pairs the language would "
+                       "tell the positive answer from the negatives; use an in-batch loss")
     evaluated = getattr(loop.eval_fn, "language", language)
     if evaluated != language:
       raise ValueError(f"task {task_name} trains on {language} pairs but the evaluation reads "
