@@ -25,14 +25,16 @@ stopped; `t5rank train` itself resumes an interrupted run):
   6. with --hybrid N: the XPR construction of the first N validation queries, BM25 and every row
      scored on it, and `t5rank fuse --tune` of BM25 with each row (weight chosen there, applied to
      the test pools) -> WORKDIR/hybrid_ROW.run;
-  7. `t5rank evaluate` with merged as the baseline (paired t-tests, Bonferroni) on P@1 (= acc@1),
+  7. `t5rank evaluate` with merged as the baseline (de_merged when only dense rows ran; paired
+     t-tests, Bonferroni) on P@1 (= acc@1),
      acc@10, MRR and MAP, and the breakdown by query and answer language (`--xpr`), written to
      WORKDIR/table.txt; the same with BM25 as the baseline -> WORKDIR/table_vs_bm25.txt.
   8. with --train-seeds 0,1,2: steps 3 and 5 again for each further training seed (the order of the
      training data; the pre-trained start, the pairs and the XPR pools stay the same), as
      WORKDIR/ROW_seedK, then each row's mean and sample standard deviation over the seeds and a
      paired t-test of its per-query values averaged over the seeds against merged's (a dense
-     row's against the dense row it changes, `BASELINES`), Bonferroni over the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7
+     row's against the dense row it changes, `BASELINES`; de_merged's against merged when merged
+     ran), Bonferroni over the rows -> WORKDIR/seeds.txt and seeds.json. Steps 6-7
      stay those of seed 0. --seed-rows limits the rows trained again (default: all of --rows).
 
     .venv/bin/python benchmarks/xpr_table.py --rows merged,mixed --train-seeds 0,1,2
@@ -66,8 +68,10 @@ ROWS = {
 DENSE_ROWS = {"de_merged": ("merged", None), "de_mixed": ("mixed", None),
               "de_xpi_merged": ("merged", "xpi"), "de_xpi_mixed": ("mixed", "xpi")}
 DENSE_XPI_STEPS = 2000
-# over seeds, each row is compared with merged (monoT5 without XPI) except these
+# over seeds, each row is compared with merged (monoT5 without XPI) except these; merged and
+# de_merged are the baselines of their kind (de_merged is compared with merged when both ran)
 BASELINES = {"de_mixed": "de_merged", "de_xpi_merged": "de_merged", "de_xpi_mixed": "de_mixed"}
+ROOTS = ("merged", "de_merged")
 ALL_ROWS = [*ROWS, *DENSE_ROWS]
 TARGETS = {"mixed_true_false": "true_false"}  # the other rows: yes_no
 METRICS = "P@1,acc@10,MRR,MAP"
@@ -106,9 +110,9 @@ def main(argv=None) -> int:
     parser.error(f"--train-seeds must be comma-separated integers, not {args.train_seeds!r}")
   if seeds[0] != 0 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
     parser.error("--train-seeds must start with 0 (the table's seed), with no repeat and none negative")
-  if len(seeds) > 1 and any(baseline_of(r) not in seed_rows for r in seed_rows if r != "merged"):
-    parser.error("the summary over seeds compares each row with merged (de_mixed with de_merged): "
-                 "include them in --seed-rows")
+  if len(seeds) > 1 and any(baseline_of(r) not in seed_rows for r in seed_rows if r not in ROOTS):
+    parser.error("the summary over seeds compares each monoT5 row with merged and each dense row "
+                 "with de_merged (de_xpi_mixed with de_mixed): include them in --seed-rows")
   w = args.workdir
 
   def step(done: str, command: list[str]) -> None:
@@ -126,8 +130,9 @@ def main(argv=None) -> int:
                 *[f"--gin.{b}" for b in bindings]))
     return os.path.join(model_dir, "final")
 
-  pretrain = train(os.path.join(w, "pretrain"), "pretrain_tiny_enzh_cpu.gin")
-  xpi = None
+  pretrain = xpi = None  # the monoT5 rows' starts; the dense rows start from random embeddings
+  if any(r in ROWS for r in rows):
+    pretrain = train(os.path.join(w, "pretrain"), "pretrain_tiny_enzh_cpu.gin")
   if any(ROWS[r][0][2] == "xpi" for r in rows if r in ROWS):
     xpi = train(os.path.join(w, "xpi"), "xpi_tiny_cpu.gin", f"INIT_CHECKPOINT={pretrain!r}")
   dense_xpi = None
@@ -215,8 +220,9 @@ def main(argv=None) -> int:
       print(result.stdout)
 
   # the paper's comparison: every row against merged without XPI
-  evaluate(([runs["merged"]] if "merged" in runs else []) + [bm25] +
-           [r for name, r in runs.items() if name != "merged"], os.path.join(w, "table.txt"))
+  first = next((row for row in ROOTS if row in runs), None)  # the table's baseline, else BM25
+  evaluate(([runs[first]] if first else []) + [bm25] +
+           [r for name, r in runs.items() if name != first], os.path.join(w, "table.txt"))
   # the target "the best row beats BM25": every row against BM25
   evaluate([bm25, *runs.values()], os.path.join(w, "table_vs_bm25.txt"))
   if len(seeds) > 1:
@@ -260,7 +266,7 @@ def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int])
       per_seed = [float(t[m].mean()) for t in tables]
       summary["rows"][row][m] = {"per_seed": per_seed, "mean": float(np.mean(per_seed)),
                                  "sd": float(np.std(per_seed, ddof=1))}
-  others = [row for row in by_seed if row != "merged"]
+  others = [row for row in by_seed if row != "merged" and baseline_of(row) in by_seed]
   for row in others:
     summary["rows"][row]["baseline"] = baseline_of(row)
     for m in metrics:

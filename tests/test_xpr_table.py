@@ -80,10 +80,19 @@ def test_dense_rows_dry_run(bench, capsys, tmp_path):
   assert f"retrieve --dense {tmp_path}/de_mixed_index" in out
   assert f"index --encoder {tmp_path}/de_merged_seed1/best" in out
   assert out.count("--gin.SEED=") == 3  # merged, de_merged, de_mixed
-  for bad in (["--seed-rows", "de_merged,de_mixed"], ["--seed-rows", "merged,mixed"]):
+  for bad in (["--seed-rows", "de_mixed"], ["--seed-rows", "merged,mixed"]):
     with pytest.raises(SystemExit):
       bench.main(["--workdir", str(tmp_path), "--rows", "merged,de_merged,de_mixed",
                   "--train-seeds", "0,1", "--dry-run", *bad])
+
+
+def test_dense_rows_alone_need_no_monot5(bench, capsys, tmp_path):
+  # de_merged is the dense rows' own baseline: no pre-training, no merged monoT5 to train
+  assert bench.main(["--workdir", str(tmp_path), "--rows", "de_merged,de_mixed",
+                     "--train-seeds", "0,1", "--dry-run"]) == 0
+  out = capsys.readouterr().out
+  assert "pretrain_tiny_enzh_cpu.gin" not in out and "xpr_tiny_cpu.gin" not in out
+  assert f"index --encoder {tmp_path}/de_mixed_seed1/best" in out
 
 
 def test_dense_xpi_rows_start_from_the_xpi_dual_encoder(bench, capsys, tmp_path):
