@@ -9,6 +9,7 @@ import collections
 import json
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -72,6 +73,27 @@ def test_an_empty_text_encodes_to_zero_and_scores_zero():
   assert np.isfinite(vectors).all()
   np.testing.assert_array_equal(vectors[:2], 0)  # padding only; unknown words only
   np.testing.assert_allclose(np.linalg.norm(vectors[2]), 1, rtol=1e-6)
+
+
+def test_an_empty_text_in_a_batch_leaves_the_gradient_finite():
+  # Row 2's question is all unknown words: its vector is zero, its cosines 0, and the gradient
+  # must stay finite (a NaN here once stopped training on XPI's sentence pairs at step 2).
+  config = de.DualEncoderConfig(vocab_size=4, embedding_dim=3, scale_init=5.0)
+  params = {"query": {"embedding": jnp.arange(15.0).reshape(5, 3) / 10},
+            "scale": jnp.asarray(5.0), "bias": jnp.asarray(0.0)}
+  q = jnp.array([[2, 3], [1, 1]])  # words 2 and 3; unknown words only
+  d = jnp.array([[2, 0], [4, 3]])
+  grads = jax.grad(lambda p: de.loss_and_accuracy(p, config, q, d)[0])(params)
+  assert all(np.isfinite(g).all() for g in jax.tree_util.tree_leaves(grads))
+  # the empty row's cosines are 0, so the row's loss is log 2 whatever α is: no gradient to α from
+  # it; row 0's is −log softmax(5·(cos₀₀, cos₀₁))₀
+  cos = np.asarray(de.cosines(params, q, d))
+  np.testing.assert_array_equal(cos[1], 0)
+  embedding = np.arange(15.0).reshape(5, 3) / 10
+  unit = lambda v: v / np.linalg.norm(v)
+  c00 = unit((embedding[2] + embedding[3]) / 2) @ unit(embedding[2])
+  c01 = unit((embedding[2] + embedding[3]) / 2) @ unit((embedding[4] + embedding[3]) / 2)
+  np.testing.assert_allclose(cos[0], [c00, c01], rtol=1e-6)
 
 
 def test_distinct_batches_never_repeat_an_answer_or_a_question():

@@ -115,9 +115,11 @@ def param_axes(params) -> Any:
 
 
 def unit(vectors: jax.Array) -> jax.Array:
-  """Rows scaled to length 1; a zero row stays zero."""
-  norm = jnp.linalg.norm(vectors, axis=-1, keepdims=True)
-  return vectors / jnp.maximum(norm, NORM_FLOOR)
+  """Rows scaled to length 1; a zero row stays zero, with a zero gradient. (The floor goes under
+  the square root: jnp.linalg.norm's gradient at a zero row is 0/0, NaN, and a floor applied after
+  it would not stop the NaN reaching the embeddings, which one all-unknown text in a batch did.)"""
+  norm = jnp.sqrt(jnp.maximum(jnp.sum(vectors * vectors, axis=-1, keepdims=True), NORM_FLOOR ** 2))
+  return vectors / norm
 
 
 def average(embedding: jax.Array, ids: jax.Array, weights: Optional[jax.Array] = None
