@@ -25,7 +25,7 @@ stopped; `t5rank train` itself resumes an interrupted run):
   6. with --hybrid N: the XPR construction of the first N validation queries, BM25 and every row
      scored on it, and `t5rank fuse --tune` of BM25 with each row (weight chosen there, applied to
      the test pools) -> WORKDIR/hybrid_ROW.run;
-  7. `t5rank evaluate` with merged as the baseline (de_merged when only dense rows ran; paired
+  7. `t5rank evaluate` with merged as the baseline (de_merged when merged did not run; paired
      t-tests, Bonferroni) on P@1 (= acc@1),
      acc@10, MRR and MAP, and the breakdown by query and answer language (`--xpr`), written to
      WORKDIR/table.txt; the same with BM25 as the baseline -> WORKDIR/table_vs_bm25.txt.
@@ -100,19 +100,22 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   rows = args.rows.split(",")
   if any(r not in ALL_ROWS for r in rows):
-    parser.error(f"rows must be among {ALL_ROWS}")
+    parser.error(f"unknown rows {[r for r in rows if r not in ALL_ROWS]}: rows must be among "
+                 f"{ALL_ROWS}")
   seed_rows = args.seed_rows.split(",") if args.seed_rows else rows
   if any(r not in rows for r in seed_rows):
-    parser.error("--seed-rows must be among --rows")
+    parser.error(f"--seed-rows {[r for r in seed_rows if r not in rows]} are not among --rows")
   try:
     seeds = [int(k) for k in args.train_seeds.split(",")]
   except ValueError:
     parser.error(f"--train-seeds must be comma-separated integers, not {args.train_seeds!r}")
   if seeds[0] != 0 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
     parser.error("--train-seeds must start with 0 (the table's seed), with no repeat and none negative")
-  if len(seeds) > 1 and any(baseline_of(r) not in seed_rows for r in seed_rows if r not in ROOTS):
-    parser.error("the summary over seeds compares each monoT5 row with merged and each dense row "
-                 "with de_merged (de_xpi_mixed with de_mixed): include them in --seed-rows")
+  missing = sorted({baseline_of(r) for r in seed_rows if r not in ROOTS} - set(seed_rows))
+  if len(seeds) > 1 and missing:
+    parser.error(f"the summary over seeds compares each row with its baseline (monoT5 rows with "
+                 f"merged, dense rows with de_merged, de_xpi_mixed with de_mixed): add {missing} "
+                 "to --rows (and to --seed-rows if you give it)")
   w = args.workdir
 
   def step(done: str, command: list[str]) -> None:
@@ -176,8 +179,8 @@ def main(argv=None) -> int:
 
   bm25 = bm25_run(data, os.path.join(w, "bm25.run"))
 
-  def score(final: str, pool: str, run: str, output: str) -> str:
-    if os.path.basename(final) == "best":  # a dual encoder (train_row): its cosines of the pools
+  def score(row: str, final: str, pool: str, run: str, output: str) -> str:
+    if row in DENSE_ROWS:  # a dual encoder (train_row's best checkpoint): its cosines of the pools
       index = os.path.splitext(output)[0] + "_index"
       step(os.path.join(index, "index.json"),
            t5rank("index", "--encoder", final, "--corpus", os.path.join(pool, "corpus.jsonl"),
@@ -192,7 +195,7 @@ def main(argv=None) -> int:
                         "--output", output))
     return output
 
-  runs = {row: score(final, data, bm25, os.path.join(w, f"{row}.run"))
+  runs = {row: score(row, final, data, bm25, os.path.join(w, f"{row}.run"))
           for row, final in finals.items()}
   if args.hybrid:
     # BM25 matches within a language, the model across: interpolate the two (`t5rank fuse`), the
@@ -203,7 +206,7 @@ def main(argv=None) -> int:
                 str(args.hybrid), "--output", valid))
     valid_bm25 = bm25_run(valid, os.path.join(valid, "bm25.run"))
     for row, final in finals.items():
-      valid_run = score(final, valid, valid_bm25, os.path.join(valid, f"{row}.run"))
+      valid_run = score(row, final, valid, valid_bm25, os.path.join(valid, f"{row}.run"))
       runs[f"hybrid_{row}"] = os.path.join(w, f"hybrid_{row}.run")
       step(runs[f"hybrid_{row}"],
            t5rank("fuse", bm25, runs[row], "--tune", os.path.join(valid, "qrels.txt"), valid_bm25,
@@ -229,7 +232,7 @@ def main(argv=None) -> int:
     by_seed = {row: [runs[row]] for row in seed_rows}
     for seed in seeds[1:]:
       for row in seed_rows:
-        by_seed[row].append(score(train_row(row, seed), data, bm25,
+        by_seed[row].append(score(row, train_row(row, seed), data, bm25,
                                   os.path.join(w, f"{row}_seed{seed}.run")))
     if not args.dry_run:
       summary = over_seeds(os.path.join(data, "qrels.txt"), by_seed, seeds)

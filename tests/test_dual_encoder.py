@@ -76,24 +76,26 @@ def test_an_empty_text_encodes_to_zero_and_scores_zero():
 
 
 def test_an_empty_text_in_a_batch_leaves_the_gradient_finite():
-  # Row 2's question is all unknown words: its vector is zero, its cosines 0, and the gradient
-  # must stay finite (a NaN here once stopped training on XPI's sentence pairs at step 2).
-  config = de.DualEncoderConfig(vocab_size=4, embedding_dim=3, scale_init=5.0)
-  params = {"query": {"embedding": jnp.arange(15.0).reshape(5, 3) / 10},
+  # The second question (row 1) is all unknown words: its vector is zero, its cosines 0, and the
+  # gradient must stay finite (a NaN here once stopped training on XPI's sentence pairs at step 2).
+  config = de.DualEncoderConfig(vocab_size=5, embedding_dim=3, scale_init=5.0)
+  embedding = np.array([[9, 9, 9], [9, 9, 9], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]])
+  params = {"query": {"embedding": jnp.asarray(embedding)},
             "scale": jnp.asarray(5.0), "bias": jnp.asarray(0.0)}
   q = jnp.array([[2, 3], [1, 1]])  # words 2 and 3; unknown words only
   d = jnp.array([[2, 0], [4, 3]])
   grads = jax.grad(lambda p: de.loss_and_accuracy(p, config, q, d)[0])(params)
   assert all(np.isfinite(g).all() for g in jax.tree_util.tree_leaves(grads))
-  # the empty row's cosines are 0, so the row's loss is log 2 whatever α is: no gradient to α from
-  # it; row 0's is −log softmax(5·(cos₀₀, cos₀₁))₀
+  np.testing.assert_array_equal(grads["query"]["embedding"][:2], 0)  # padding and unknown: none
   cos = np.asarray(de.cosines(params, q, d))
   np.testing.assert_array_equal(cos[1], 0)
-  embedding = np.arange(15.0).reshape(5, 3) / 10
-  unit = lambda v: v / np.linalg.norm(v)
-  c00 = unit((embedding[2] + embedding[3]) / 2) @ unit(embedding[2])
-  c01 = unit((embedding[2] + embedding[3]) / 2) @ unit((embedding[4] + embedding[3]) / 2)
-  np.testing.assert_allclose(cos[0], [c00, c01], rtol=1e-6)
+  # q₀ = avg(e₂, e₃) ∝ (1, 1, 0); d₀ = e₂ = (1, 0, 0); d₁ = avg(e₄, e₃) ∝ (0, 1, 1)
+  c = [1 / math.sqrt(2), 1 / 2]
+  np.testing.assert_allclose(cos[0], c, rtol=1e-6)
+  # loss = (−log softmax(α·c)₀ + log 2) / 2: the empty row's log 2 does not depend on α, so
+  # dloss/dα = (Σⱼ pⱼ cⱼ − c₀) / 2 with p = softmax(α·c), from row 0 alone
+  p = np.exp(5.0 * np.array(c)) / np.exp(5.0 * np.array(c)).sum()
+  np.testing.assert_allclose(grads["scale"], (p @ c - c[0]) / 2, rtol=1e-5)
 
 
 def test_distinct_batches_never_repeat_an_answer_or_a_question():
@@ -145,6 +147,9 @@ def test_cross_lingual_pairs_follow_the_strategies_and_keep_translations_apart()
     else:  # as many pairs across languages as in one, half of the rows' answers Chinese
       assert languages[(False, True)] + languages[(True, False)] == rows
       assert languages[(True, True)] + languages[(False, True)] == 2 * (rows // 2)
+    # every pair keyed by its English question and answer, whichever language it is in
+    nq, na = len(en.queries), len(en.answers)
+    assert all(key == (q % nq, a % na) for (q, a), key in zip(data.pairs, data.keys))
     # a batch never holds a question or an answer together with its translation
     batch = next(distinct_batches(data.batch_keys, 1000, seed=0))
     assert len({data.keys[i][0] for i in batch}) == len({data.keys[i][1] for i in batch}) == 1000

@@ -4,6 +4,7 @@ each pair; the edge cases (empty texts, unknown words, a TK checkpoint given mon
 
 from __future__ import annotations
 
+import json
 import math
 
 import jax
@@ -44,6 +45,25 @@ def test_words_and_vocabulary(tmp_path):
   (tmp_path / "bad.tsv").write_text("a\t3\nb\n")
   with pytest.raises(ValueError, match="bad.tsv:2"):
     WordVocabulary.load(str(tmp_path / "bad.tsv"))
+
+
+def test_a_word_list_made_by_another_splitting_rule_is_rebuilt(tmp_path, monkeypatch):
+  from t5rank.models import words as words_module
+  built = []
+  monkeypatch.setattr(words_module, "insuranceqa_texts", lambda language: ["a b a", "b a"])
+  monkeypatch.setattr(words_module, "train_word2vec",
+                      lambda texts, vocabulary, **kw: built.append(1) or np.zeros((vocabulary.size, 4)))
+  directory = str(tmp_path / "w")
+  assert words_module.insuranceqa_embeddings(directory, min_count=1, dim=4) == directory
+  assert words_module.insuranceqa_embeddings(directory, min_count=1, dim=4) == directory
+  assert len(built) == 1  # the second call found the list made with these settings
+  settings = tmp_path / "w" / "embeddings.json"
+  stored = json.loads(settings.read_text())
+  assert stored["words"] == words_module.WORDS_RULE
+  del stored["words"]  # a list made before Chinese characters were split apart
+  settings.write_text(json.dumps(stored))
+  words_module.insuranceqa_embeddings(directory, min_count=1, dim=4)
+  assert len(built) == 2
 
 
 def test_kernel_pooling_by_hand():

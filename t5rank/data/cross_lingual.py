@@ -36,6 +36,13 @@ STRATEGIES = ("en", "zh", "merged", "mixed")
 LANGUAGES = ("en", "zh")
 
 
+def relevant_rows(split) -> list[tuple[str, str]]:
+  """The (query id, relevant answer id) rows of an InsuranceQA split (`t5rank.data.insuranceqa.Split`) that
+  every strategy lays out into pairs (`pair_layouts`): each query with a pool, each of its relevant
+  answers, in the split's order."""
+  return [(qid, aid) for qid in split.queries if split.negatives[qid] for aid in split.relevant[qid]]
+
+
 def pair_layouts(num_rows: int, strategy: str, seed: int = 0) -> list[list[tuple[str, str]]]:
   """For each of `num_rows` (query, relevant answer) rows, the (query language, passage language)
   of the pairs `strategy` makes of it (see the module docstring): en or zh, one pair in that
@@ -67,8 +74,7 @@ def cross_lingual_table(split: str, strategy: str, seed: int = 0,
   def doc(aid: str, language: str) -> int:
     return answer_index[aid] + (len(answer_ids) if language == "zh" else 0)
 
-  rows = [(qid, aid) for qid in data["en"].queries if data["en"].negatives[qid]
-          for aid in data["en"].relevant[qid]]
+  rows = relevant_rows(data["en"])
   layouts = pair_layouts(len(rows), strategy, seed)
 
   queries, query_index, pools, pool_index, positives, positive_pools = [], {}, [], {}, [], []

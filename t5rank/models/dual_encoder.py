@@ -115,9 +115,10 @@ def param_axes(params) -> Any:
 
 
 def unit(vectors: jax.Array) -> jax.Array:
-  """Rows scaled to length 1; a zero row stays zero, with a zero gradient. (The floor goes under
-  the square root: jnp.linalg.norm's gradient at a zero row is 0/0, NaN, and a floor applied after
-  it would not stop the NaN reaching the embeddings, which one all-unknown text in a batch did.)"""
+  """Rows scaled to length 1; a zero row stays zero, with a finite gradient (I / NORM_FLOOR; an
+  all-unknown text's embeddings get none, `average` masks them). The floor goes under the square
+  root: jnp.linalg.norm's gradient at a zero row is 0/0, NaN, which a floor applied after it does
+  not stop (one all-unknown text in a batch of XPI's pairs made every parameter NaN)."""
   norm = jnp.sqrt(jnp.maximum(jnp.sum(vectors * vectors, axis=-1, keepdims=True), NORM_FLOOR ** 2))
   return vectors / norm
 

@@ -38,6 +38,9 @@ SETTINGS_FILE = "embeddings.json"
 _CJK = ("\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ceaf"
         "\U0002f800-\U0002fa1f")
 _WORD = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
+# how `words` splits text, recorded with every word list: a list made by another rule is rebuilt
+# (before 2026-11-25 a run of Chinese characters was one word)
+WORDS_RULE = "\\w+ runs, each CJK ideograph a word"
 
 
 def words(text: str) -> list[str]:
@@ -200,7 +203,7 @@ def make_embeddings(directory: str, texts: Sequence[str], *, min_count: int = 5,
   vectors = train_word2vec(texts, vocabulary, dim=dim, epochs=epochs, seed=seed)
   save_embeddings(directory, vocabulary, vectors, {
       "source": source, "min_count": min_count, "method": "gensim word2vec skip-gram",
-      "epochs": epochs, "seed": seed, "texts": len(texts)})
+      "epochs": epochs, "seed": seed, "texts": len(texts), "words": WORDS_RULE})
   return directory
 
 
@@ -215,7 +218,8 @@ def insuranceqa_embeddings(directory: Optional[str] = None, *, language: str = "
     directory = os.path.join("runs", f"words_insuranceqa_{language}_{dim}d")
   settings_path = os.path.join(directory, SETTINGS_FILE)
   wanted = {"source": f"insuranceqa train ({language}): answers + training questions",
-            "min_count": min_count, "epochs": epochs, "seed": seed, "dim": dim}
+            "min_count": min_count, "epochs": epochs, "seed": seed, "dim": dim,
+            "words": WORDS_RULE}
   if os.path.isfile(settings_path):
     with open(settings_path) as f:
       stored = json.load(f)

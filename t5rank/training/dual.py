@@ -82,7 +82,7 @@ class Pairs:
     answer). Questions: the English ones, then the Chinese; answers likewise; negatives (for the
     labelled cross_entropy loss, refused with mixed by `DualEncoder.check`): each question's pool in
     its own language. Keys: the English question's and answer's index."""
-    from t5rank.data.cross_lingual import pair_layouts
+    from t5rank.data.cross_lingual import pair_layouts, relevant_rows
     from t5rank.data.insuranceqa import load_split
 
     data = {language: load_split(split, language) for language in ("en", "zh")}
@@ -92,7 +92,8 @@ class Pairs:
                        "English ones' translations, id for id")
     position = {aid: i for i, aid in enumerate(aids)}
     offset = {"en": 0, "zh": 1}
-    rows = [(q, position[aid]) for q, qid in enumerate(qids) for aid in data["en"].relevant[qid]]
+    question = {qid: q for q, qid in enumerate(qids)}
+    rows = [(question[qid], position[aid]) for qid, aid in relevant_rows(data["en"])]
     pairs, keys = [], []
     for (q, a), layout in zip(rows, pair_layouts(len(rows), strategy, seed)):
       for query_language, answer_language in layout:
