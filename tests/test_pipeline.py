@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from t5rank.pipelines import insuranceqa as pipeline
 from t5rank.models.monot5 import MonoT5
 from t5rank.ranking import scorer as scoring
 from t5rank.training import gin_config
-from t5rank.data.readers import read_queries, read_run
+from t5rank.data.readers import document_text, read_corpus, read_queries, read_run
 
 # The experiment gin with the model shrunk, inputs cut short, 2 steps and no evaluation during training.
 TINY_RECIPE = [
@@ -168,16 +169,36 @@ TINY_PRETRAIN = [*SHAPE, "TRAIN_STEPS = 2", "BATCH_SIZE = 4", "CHECKPOINT_EVERY 
                  "TASK_FEATURE_LENGTHS = {'inputs': 64, 'targets': 16}"]
 
 
+def tiny_words(tmp_path) -> str:
+  """A word list of a few English words and Chinese characters, 8-d random vectors."""
+  import numpy as np
+
+  from t5rank.models.words import WordVocabulary, save_embeddings
+  vocabulary = WordVocabulary.build(["life insurance pays", "car insurance", "人寿保险", "汽车保险"],
+                                    min_count=1)
+  vectors = np.random.default_rng(0).normal(size=(vocabulary.size, 8)).astype(np.float32)
+  path = str(tmp_path / "words")
+  save_embeddings(path, vocabulary, vectors, {"source": "test"})
+  return path
+
+
 def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_path, capsys):
   from t5rank.checkpoints import native
   from t5rank.data.xpr import answer_of
+  from t5rank.retrieval.encoders import load_encoder
 
   workdir = str(tmp_path / "xpr")
+  # the dual encoder's two stages: 2 steps of 16 pairs each, evaluated (best/) at step 2
+  tiny_dense = [f"WORD_EMBEDDINGS = {tiny_words(tmp_path)!r}", "TRAIN_STEPS = 2",
+                "BATCH_SIZE = 16", "EVAL_EVERY = 2", "CHECKPOINT_EVERY = 2", "LOG_EVERY = 1",
+                "dual.InBatchEval.batch_size = 16", "dual.InBatchEval.max_batches = 1"]
   results = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=4,
                                      gin_bindings=TINY_RECIPE, pretrain_bindings=TINY_PRETRAIN,
+                                     dense_bindings=tiny_dense,
                                      tune_queries=3, progress=False, job=pipeline.CROSS_LINGUAL)
   out = capsys.readouterr().out
-  for stage in ("export", "bm25", "pretrain", "train", "rerank", "tune", "evaluate"):
+  for stage in ("export", "bm25", "pretrain", "train", "rerank", "tune", "dense pretrain",
+                "dense train", "dense rank", "evaluate"):
     assert f"== {stage}: " in out
   assert "share of the query's language" in out
   assert results["bm25"]["language"] == "zh"
@@ -196,9 +217,29 @@ def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_
   pool = read_run(os.path.join(workdir, "data", "pool.run"))
   monot5 = check_run_file(os.path.join(workdir, "monot5.run"), qids, pool)
   assert {answer_of(d)[1] for q in qids for d, _ in monot5[q]} == {"en", "zh"}
-  assert [r["name"] for r in results["evaluation"]["runs"]] == list(pipeline.SYSTEMS)
+  systems = [*pipeline.SYSTEMS, pipeline.DENSE_SYSTEM]
+  assert [r["name"] for r in results["evaluation"]["runs"]] == systems
   assert set(results["evaluation"]["runs"][0]["mean"]) == set(pipeline.XPR_METRICS)
-  for name in pipeline.SYSTEMS:
+  # the dual encoder: XPI's pairs first, the mixed pairs from that stage's best checkpoint, and its
+  # run is the BM25 candidates ordered by the best checkpoint's cosines
+  dense = results["dual_encoder"]
+  assert dense["checkpoint"] == os.path.join(workdir, "dense", "best") and dense["step"] == 2
+  assert dense["first_stage"]["checkpoint"] == os.path.join(workdir, "dense_pretrain", "best")
+  with open(os.path.join(workdir, "dense_pretrain", pipeline.RECIPE_FILE)) as f:
+    assert "'xpi_enzh'" in json.load(f)["gin"]
+  with open(os.path.join(workdir, "dense", pipeline.RECIPE_FILE)) as f:
+    gin_text = json.load(f)["gin"]
+  assert "'insuranceqa_enzh_mixed'" in gin_text and dense["first_stage"]["checkpoint"] in gin_text
+  dense_run = check_run_file(os.path.join(workdir, "dense.run"), qids, pool)
+  encoder = load_encoder(dense["checkpoint"])
+  queries = read_queries(os.path.join(workdir, "data", "queries.tsv"))
+  corpus = read_corpus(os.path.join(workdir, "data", "corpus.jsonl"))
+  q = qids[0]
+  docs = [d for d, _ in dense_run[q]]
+  expected = encoder.encode([document_text(corpus[d]) for d in docs], "document") @ encoder.encode(
+      [queries[q]], "query")[0]
+  np.testing.assert_allclose([s for _, s in dense_run[q]], expected, atol=1e-6)
+  for name in systems:
     rows = results["languages"][name]["breakdown"]
     assert sum(r["queries"] for r in rows if r["relevant"] == "all") == 4
     assert 0.0 <= results["languages"][name]["preference"]["top_k_nonrelevant"] <= 1.0

@@ -3,7 +3,8 @@
 Two jobs share the code (`Job`): `ENGLISH`, the paper's setting, and `CROSS_LINGUAL`, the XPR
 construction of the same pools (Chen et al. 2020: each query English or Chinese, half of each pool
 translated; `t5rank.data.xpr`) reranked by a bilingual tiny monoT5 pre-trained on InsuranceQA's and
-Tatoeba's English and Chinese text (`t5rank demo --cross-lingual`).
+Tatoeba's English and Chinese text, and by the bilingual dual encoder, XPI then mixed
+(`t5rank demo --cross-lingual`).
 
     test split ─► BM25 over each query's answer pool (k1 0.9, b 0.4; the job's analyzer), top DEPTH
        (by default 1000, i.e. the whole pool of ~200 answers)
@@ -14,9 +15,12 @@ Tatoeba's English and Chinese text (`t5rank demo --cross-lingual`).
     ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
     ─► hybrid: BM25 and monoT5 scores interpolated (`t5rank fuse`), the weight chosen on the first
        TUNE_QUERIES validation queries (their BM25 top DEPTH, scored the same way)
-    ─► BM25 vs BM25+monoT5 vs hybrid: the job's metrics (English: MRR, MRR@10, P@1, nDCG@10, MAP;
-       cross-lingual: P@1 (= acc@1), acc@10, MRR, MAP, and each run's breakdown by query and answer
-       language), paired t-tests against BM25 (Bonferroni over the two) ─► table, JSON, PNG
+    ─► dual encoder (jobs that have one): XPI's sentence pairs (WORKDIR/dense_pretrain), then the
+       mixed strategy's pairs from its best checkpoint (WORKDIR/dense), each reused like the model;
+       the best checkpoint's cosines rank the same BM25 top DEPTH
+    ─► BM25 vs BM25+monoT5 vs hybrid (vs BM25+dual encoder): the job's metrics (English: MRR,
+       MRR@10, P@1, nDCG@10, MAP; cross-lingual: P@1 (= acc@1), acc@10, MRR, MAP, and each run's breakdown by query and answer
+       language), paired t-tests against BM25 (Bonferroni over the others) ─► table, JSON, PNG
 
 The work directory holds:
     data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`; for the
@@ -24,13 +28,15 @@ The work directory holds:
     data_valid/    the same for the validation split (for the hybrid's weight)
     index/         the BM25 index, reused while the corpus and the BM25 settings are the same
     pretrain/      the pre-training run, as model/ (cross-lingual job)
+    dense_pretrain/, dense/   the dual encoder's two training runs (cross-lingual job)
     model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
     bm25.run       BM25's top DEPTH of each query's pool
     monot5.run     the same candidates reranked by monoT5 (score: log P(true))
     hybrid.run     the same candidates by interpolated score (weight in results.json)
+    dense.run      the same candidates by the dual encoder's cosine (cross-lingual job)
     valid_bm25.run, valid_monot5.run   the validation queries' runs the weight was tuned on
     results.json   settings, stage timings, the evaluation report (`t5rank.evaluation.metrics.evaluate`)
-    results.png    bar chart of the three systems with the p-values
+    results.png    bar chart of the systems with the p-values
 All runs hold the same DEPTH candidates per query, so the comparison is between orderings.
 """
 
@@ -57,6 +63,7 @@ DEFAULT_DEPTH = 1000
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
 XPR_METRICS = ("P@1", "acc@10", "MRR", "MAP")
 SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
+DENSE_SYSTEM = "BM25+dual encoder"
 TUNE_QUERIES = 200
 BM25_K1, BM25_B = DEFAULT_K1, DEFAULT_B
 RECIPE_FILE = "recipe.json"
@@ -107,6 +114,14 @@ class Job:
   metrics: tuple[str, ...]
   pretrain_gin_file: Optional[str] = None
   cross_lingual: bool = False
+  # a dual encoder trained by `dense_gin_file` after a first stage of it with
+  # `dense_pretrain_bindings` added, ranking the same candidates as a fourth system (None: none)
+  dense_gin_file: Optional[str] = None
+  dense_pretrain_bindings: tuple[str, ...] = ()
+
+  @property
+  def systems(self) -> tuple[str, ...]:
+    return SYSTEMS + ((DENSE_SYSTEM,) if self.dense_gin_file else ())
 
 
 ENGLISH = Job(name="InsuranceQA v2, test split, English (answer pools)", export=_export_english,
@@ -116,7 +131,9 @@ CROSS_LINGUAL = Job(
     name=f"InsuranceQA v2, test split, XPR construction (seed {XPR_SEED}): English and Chinese",
     export=_export_xpr, bm25_language="zh", gin_file="gin/experiments/xpr_mixed_tiny_cpu.gin",
     workdir=os.path.join("runs", "insuranceqa_xpr"), metrics=XPR_METRICS,
-    pretrain_gin_file="gin/experiments/pretrain_tiny_enzh_cpu.gin", cross_lingual=True)
+    pretrain_gin_file="gin/experiments/pretrain_tiny_enzh_cpu.gin", cross_lingual=True,
+    dense_gin_file="gin/experiments/dual_encoder_xpr_cpu.gin",
+    dense_pretrain_bindings=("MIXTURE_OR_TASK_NAME = 'xpi_enzh'", "TRAIN_STEPS = 2000"))
 
 
 # ------------------------------------------------------------------------------------- the model
@@ -202,6 +219,49 @@ def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus,
   return run, False
 
 
+def _dense(job: Job, workdir: str, bindings: Sequence[str], retrain: bool, queries, corpus,
+           candidates, run_path: str, timings: dict[str, float], progress: bool) -> tuple:
+  """(the dual encoder's run over `candidates`, what results.json says of it): its first stage
+  (`job.dense_pretrain_bindings`) in WORKDIR/dense_pretrain, then `job.dense_gin_file` from that
+  stage's best checkpoint in WORKDIR/dense, each reused like the monoT5 model (`prepare_model`);
+  the best checkpoint (validation in-batch P@1) encodes the corpus, and each query's candidates
+  are ranked by their cosine to it. `bindings` go to both stages, after the job's."""
+  from t5rank.checkpoints import native
+  from t5rank.data.readers import write_run
+  from t5rank.retrieval.dense import DenseRetriever
+
+  def best(model_dir: str) -> str:  # the early-stopped model; final when no evaluation ran
+    path = os.path.join(model_dir, "best")
+    return path if native.is_native_checkpoint(path) else os.path.join(model_dir, "final")
+
+  first_dir, model_dir = (os.path.join(workdir, d) for d in ("dense_pretrain", "dense"))
+  start = _stage(f"dual encoder, first stage: {job.dense_gin_file} with "
+                 f"{', '.join(job.dense_pretrain_bindings)}")
+  _, trained_first = prepare_model(first_dir, [job.dense_gin_file],
+                                   [*job.dense_pretrain_bindings, *bindings], retrain=retrain)
+  first = best(first_dir)
+  _done("dense pretrain" if trained_first else "load dense pretrained", start, timings, first)
+  start = _stage(f"dual encoder: {job.dense_gin_file} from {first}")
+  _, trained = prepare_model(model_dir, [job.dense_gin_file],
+                             [*bindings, f"INIT_CHECKPOINT = {first!r}"],
+                             retrain=retrain or trained_first)
+  checkpoint = best(model_dir)
+  _done("dense train" if trained else "load dense model", start, timings, checkpoint)
+  start = _stage(f"dual encoder: encode {len(corpus)} answers, rank each query's candidates")
+  retriever = DenseRetriever.build(corpus, encoder_path=checkpoint, progress=progress)
+  run = retriever.retrieve(queries, candidates=candidates)
+  write_run(run_path, run, tag="dual_encoder")
+  _done("dense rank", start, timings, run_path)
+  metadata = native.read_metadata(checkpoint)
+  info = {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
+          "validation_p@1": metadata.get("eval/p@1"),
+          "recipe_sha256": _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"],
+          "first_stage": {"checkpoint": first, "trained_now": trained_first,
+                          "step": native.read_metadata(first).get("step"),
+                          "bindings": list(job.dense_pretrain_bindings)}}
+  return run, info
+
+
 # ------------------------------------------------------------------------------------ the chart
 
 
@@ -241,11 +301,13 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
                     gin_files: Optional[Sequence[str]] = None,
                     gin_bindings: Sequence[str] = (), retrain: bool = False,
                     tune_queries: int = TUNE_QUERIES, progress: bool = True, job: Job = ENGLISH,
-                    pretrain_bindings: Sequence[str] = ()) -> dict:
+                    pretrain_bindings: Sequence[str] = (),
+                    dense_bindings: Sequence[str] = ()) -> dict:
   """Runs `job` (module docstring) in `workdir` (the job's own when None) on the first
   `num_queries` test queries (all 2,000 when None), reranking BM25's top `depth`; training uses
   `gin_files` (the job's when None) and `gin_bindings` (gin binding strings, MODEL_DIR excepted),
-  the job's pre-training its gin file and `pretrain_bindings`. Returns what results.json holds."""
+  the job's pre-training its gin file and `pretrain_bindings`, the job's dual encoder (if any)
+  its gin file and `dense_bindings` (both of its stages). Returns what results.json holds."""
   from t5rank.evaluation import metrics as evaluation
   from t5rank.ranking import fusion
   from t5rank.checkpoints import native
@@ -256,12 +318,13 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
     raise ValueError("depth and the numbers of queries must be positive, got "
                      f"{depth}, {num_queries}, {tune_queries}")
   workdir = workdir or job.workdir
+  retrain_asked = retrain
   gin_files = list(gin_files or [job.gin_file])
   timings: dict[str, float] = {}
   os.makedirs(workdir, exist_ok=True)
   paths = {name: os.path.join(workdir, name)
            for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run", "hybrid.run",
-                        "results.json", "results.png")}
+                        "dense.run", "results.json", "results.png")}
   begin = time.perf_counter()
 
   start = _stage(f"export: {job.name}")
@@ -333,8 +396,13 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   _done("tune", start, timings, f"w = {weight:g} (validation MRR {tuning[0.0]:.4f} at w = 0, "
         f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
 
+  dense = None
+  if job.dense_gin_file:
+    dense_run, dense = _dense(job, workdir, dense_bindings, retrain_asked, queries, corpus, bm25,
+                              paths["dense.run"], timings, progress)
+
   start = _stage("evaluate")
-  systems = dict(zip(SYSTEMS, (bm25, monot5, hybrid)))
+  systems = dict(zip(job.systems, (bm25, monot5, hybrid, *([dense_run] if dense else []))))
   report = evaluation.evaluate(qrels, systems, job.metrics)
   print(evaluation.format_table(report), flush=True)
   languages = _language_report(qrels, systems, data["xpr.json"]) if job.cross_lingual else None
@@ -361,17 +429,21 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   if languages is not None:
     results["languages"] = languages
     results["files"]["xpr"] = data["xpr.json"]
+  if dense is not None:
+    results["dual_encoder"] = dense
+    results["files"]["dual_encoder"] = paths["dense.run"]
   plot_comparison(report, paths["results.png"],
                   f"{job.name}, {len(queries)} queries: {candidates} (BM25)\n"
                   f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
                   f"{metadata.get('step')}"
                   f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}"
                   f"{', pre-trained' if pretrained else ''}),\n"
-                  f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation); "
-                  "p Bonferroni-corrected")
+                  f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation)"
+                  f"{'; the dual encoder' if dense else ''}; p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:
     json.dump(results, f, indent=1)
   print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
+        f"{paths['dense.run'] + ', ' if dense else ''}"
         f"{paths['results.json']}, {paths['results.png']}; total {timings['total']:.1f} s",
         flush=True)
   return results
