@@ -25,8 +25,8 @@ with span corruption on InsuranceQA's and Tatoeba's English and Chinese text
 an hour on 2 cores, --pretrain-steps shortens it for a try), then fine-tuned as monoT5 with yes/no
 on the "mixed" data (gin/experiments/xpr_mixed_tiny_cpu.gin); beside it the bilingual dual encoder
 (gin/experiments/dual_encoder_xpr_cpu.gin: XPI's sentence pairs, 2,000 steps, then the mixed
-strategy's pairs, 3,000 steps; about 13 minutes, --dense-steps shortens both for a try) ranks the
-same candidates by cosine. Evaluated on P@1 (= acc@1), acc@10, MRR and MAP with each run broken
+strategy's pairs, 3,000 steps; about 13 minutes, + 3 for its word list on first use; --dense-steps
+shortens both for a try) ranks the same candidates by cosine. Evaluated on P@1 (= acc@1), acc@10, MRR and MAP with each run broken
 down by query and answer language (default WORKDIR runs/insuranceqa_xpr). The code is
 `t5rank.pipelines.insuranceqa.run_insuranceqa`.
 """
@@ -89,7 +89,6 @@ def run(args: argparse.Namespace) -> int:
                   job=CROSS_LINGUAL if args.cross_lingual else ENGLISH,
                   pretrain_bindings=[f"TRAIN_STEPS = {args.pretrain_steps}"]
                   if args.pretrain_steps else (),
-                  dense_bindings=[f"TRAIN_STEPS = {args.dense_steps}",
-                                  f"EVAL_EVERY = {args.dense_steps}"]
+                  dense_bindings=[f"TRAIN_STEPS = {args.dense_steps}"]
                   if args.dense_steps else ())
   return 0

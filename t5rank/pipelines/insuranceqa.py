@@ -19,8 +19,9 @@ Tatoeba's English and Chinese text, and by the bilingual dual encoder, XPI then 
        mixed strategy's pairs from its best checkpoint (WORKDIR/dense), each reused like the model;
        the best checkpoint's cosines rank the same BM25 top DEPTH
     ─► BM25 vs BM25+monoT5 vs hybrid (vs BM25+dual encoder): the job's metrics (English: MRR,
-       MRR@10, P@1, nDCG@10, MAP; cross-lingual: P@1 (= acc@1), acc@10, MRR, MAP, and each run's breakdown by query and answer
-       language), paired t-tests against BM25 (Bonferroni over the others) ─► table, JSON, PNG
+       MRR@10, P@1, nDCG@10, MAP; cross-lingual: P@1 (= acc@1), acc@10, MRR, MAP, and each run's
+       breakdown by query and answer language), paired t-tests against BM25 (Bonferroni over the
+       others) ─► table, JSON, PNG
 
 The work directory holds:
     data/          queries.tsv, corpus.jsonl, qrels.txt, pool.run (`export_insuranceqa`; for the
@@ -28,7 +29,7 @@ The work directory holds:
     data_valid/    the same for the validation split (for the hybrid's weight)
     index/         the BM25 index, reused while the corpus and the BM25 settings are the same
     pretrain/      the pre-training run, as model/ (cross-lingual job)
-    dense_pretrain/, dense/   the dual encoder's two training runs (cross-lingual job)
+    dense_pretrain/, dense/    the dual encoder's two training runs (cross-lingual job)
     model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
     bm25.run       BM25's top DEPTH of each query's pool
     monot5.run     the same candidates reranked by monoT5 (score: log P(true))
@@ -220,7 +221,7 @@ def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus,
 
 
 def _dense(job: Job, workdir: str, bindings: Sequence[str], retrain: bool, queries, corpus,
-           candidates, run_path: str, timings: dict[str, float], progress: bool) -> tuple:
+           candidates, run_path: str, timings: dict[str, float]) -> tuple:
   """(the dual encoder's run over `candidates`, what results.json says of it): its first stage
   (`job.dense_pretrain_bindings`) in WORKDIR/dense_pretrain, then `job.dense_gin_file` from that
   stage's best checkpoint in WORKDIR/dense, each reused like the monoT5 model (`prepare_model`);
@@ -248,7 +249,7 @@ def _dense(job: Job, workdir: str, bindings: Sequence[str], retrain: bool, queri
   checkpoint = best(model_dir)
   _done("dense train" if trained else "load dense model", start, timings, checkpoint)
   start = _stage(f"dual encoder: encode {len(corpus)} answers, rank each query's candidates")
-  retriever = DenseRetriever.build(corpus, encoder_path=checkpoint, progress=progress)
+  retriever = DenseRetriever.build(corpus, encoder_path=checkpoint)  # seconds: no shards
   run = retriever.retrieve(queries, candidates=candidates)
   write_run(run_path, run, tag="dual_encoder")
   _done("dense rank", start, timings, run_path)
@@ -286,7 +287,7 @@ def plot_comparison(report: dict, path: str, title: str) -> None:
             for m in metrics]
   ax.set_xticks(x, labels)
   ax.set_ylim(0, min(1.0, 1.3 * max(r["mean"][m] for r in runs for m in metrics) + 0.05))
-  ax.set_title(title, fontsize=10)
+  ax.set_title(title, fontsize=9)
   ax.legend(loc="upper left", ncols=len(runs), fontsize=9)
   fig.tight_layout()
   with atomic_write(path, "wb") as f:
@@ -399,7 +400,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   dense = None
   if job.dense_gin_file:
     dense_run, dense = _dense(job, workdir, dense_bindings, retrain_asked, queries, corpus, bm25,
-                              paths["dense.run"], timings, progress)
+                              paths["dense.run"], timings)
 
   start = _stage("evaluate")
   systems = dict(zip(job.systems, (bm25, monot5, hybrid, *([dense_run] if dense else []))))
@@ -433,13 +434,14 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
     results["dual_encoder"] = dense
     results["files"]["dual_encoder"] = paths["dense.run"]
   plot_comparison(report, paths["results.png"],
-                  f"{job.name}, {len(queries)} queries: {candidates} (BM25)\n"
+                  f"{job.name},\n{len(queries)} queries: {candidates} (BM25) "
                   f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
                   f"{metadata.get('step')}"
                   f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}"
                   f"{', pre-trained' if pretrained else ''}),\n"
-                  f"and BM25/monoT5 interpolated (w = {weight:g}, tuned on validation)"
-                  f"{'; the dual encoder' if dense else ''}; p Bonferroni-corrected")
+                  f"BM25/monoT5 interpolated (w = {weight:g}, tuned on validation)"
+                  f"{', by the dual encoder (XPI, mixed)' if dense else ''}; "
+                  "p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:
     json.dump(results, f, indent=1)
   print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
