@@ -26,9 +26,9 @@ an hour on 2 cores, --pretrain-steps shortens it for a try), then fine-tuned as 
 on the "mixed" data (gin/experiments/xpr_mixed_tiny_cpu.gin); beside it the bilingual dual encoder
 (gin/experiments/dual_encoder_xpr_cpu.gin: XPI's sentence pairs, 2,000 steps, then the mixed
 strategy's pairs, 3,000 steps; about 13 minutes, + 3 for its word list on first use; --dense-steps
-shortens both for a try) ranks the same candidates by cosine. Evaluated on P@1 (= acc@1), acc@10, MRR and MAP with each run broken
-down by query and answer language (default WORKDIR runs/insuranceqa_xpr). The code is
-`t5rank.pipelines.insuranceqa.run_insuranceqa`.
+shortens both for a try) ranks the same candidates by cosine. Evaluated on P@1 (= acc@1), acc@10,
+MRR and MAP with each run broken down by query and answer language (default WORKDIR
+runs/insuranceqa_xpr). The code is `t5rank.pipelines.insuranceqa.run_insuranceqa`.
 """
 
 from __future__ import annotations

@@ -319,7 +319,6 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
     raise ValueError("depth and the numbers of queries must be positive, got "
                      f"{depth}, {num_queries}, {tune_queries}")
   workdir = workdir or job.workdir
-  retrain_asked = retrain
   gin_files = list(gin_files or [job.gin_file])
   timings: dict[str, float] = {}
   os.makedirs(workdir, exist_ok=True)
@@ -349,6 +348,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   _done("bm25", start, timings, f"{pairs} candidates ({candidates})")
 
   pretrained = None
+  retrain_model = retrain
   if job.pretrain_gin_file:
     start = _stage(f"pre-training: {job.pretrain_gin_file}")
     pretrain_dir = os.path.join(workdir, "pretrain")
@@ -360,11 +360,11 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
     _done("pretrain" if trained else "load pretrained", start, timings, checkpoint)
     # a new pre-trained model makes the fine-tuned one stale even though its recipe reads the same
     gin_bindings = [*gin_bindings, f"INIT_CHECKPOINT = {checkpoint!r}"]
-    retrain = retrain or trained
+    retrain_model = retrain or trained
 
   start = _stage("model")
   model_dir = os.path.join(workdir, "model")
-  checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain)
+  checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain_model)
   reranker, params = MonoT5.load(checkpoint)
   config = reranker.config
   metadata = native.read_metadata(checkpoint)
@@ -397,13 +397,14 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   _done("tune", start, timings, f"w = {weight:g} (validation MRR {tuning[0.0]:.4f} at w = 0, "
         f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
 
-  dense = None
+  ranked, dense = [bm25, monot5, hybrid], None
   if job.dense_gin_file:
-    dense_run, dense = _dense(job, workdir, dense_bindings, retrain_asked, queries, corpus, bm25,
+    dense_run, dense = _dense(job, workdir, dense_bindings, retrain, queries, corpus, bm25,
                               paths["dense.run"], timings)
+    ranked.append(dense_run)
 
   start = _stage("evaluate")
-  systems = dict(zip(job.systems, (bm25, monot5, hybrid, *([dense_run] if dense else []))))
+  systems = dict(zip(job.systems, ranked))
   report = evaluation.evaluate(qrels, systems, job.metrics)
   print(evaluation.format_table(report), flush=True)
   languages = _language_report(qrels, systems, data["xpr.json"]) if job.cross_lingual else None
