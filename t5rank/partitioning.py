@@ -160,7 +160,10 @@ def host_data_shard(mesh: Mesh, global_batch_size: int) -> tuple[int, int]:
 
 def global_batch(mesh: Mesh, local_batch: dict[str, np.ndarray],
                  global_batch_size: int) -> dict[str, jax.Array]:
-  """This host's rows of a batch -> global arrays split over the mesh's data axis."""
+  """This host's rows of a batch -> global arrays split over the mesh's data axis. An array may hold
+  a multiple of the batch's rows (the dual encoder's `in_batch_softmax_pool`: 2B documents for B
+  queries); its global size is its local one times the hosts' shares of the batch."""
   sharding = batch_sharding(mesh)
-  return {k: jax.make_array_from_process_local_data(sharding, v, (global_batch_size,) + v.shape[1:])
+  shares = global_batch_size // min(len(v) for v in local_batch.values())
+  return {k: jax.make_array_from_process_local_data(sharding, v, (len(v) * shares,) + v.shape[1:])
           for k, v in local_batch.items()}

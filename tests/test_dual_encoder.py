@@ -66,6 +66,33 @@ def test_losses_through_the_model_by_hand():
   np.testing.assert_allclose(loss, expected, rtol=1e-6)
 
 
+def test_in_batch_softmax_with_pool_negatives_by_hand():
+  # two queries, four candidates: the two positives (columns 0, 1), then one pool negative each
+  cos = jnp.array([[0.8, 0.1, 0.6, -0.2], [0.3, 0.5, 0.7, 0.0]])
+  # row 1: -log(e^.8 / (e^.8 + e^.1 + e^.6 + e^-.2)); row 2: its negative .7 beats its positive .5
+  row1 = -math.log(math.exp(0.8) / sum(map(math.exp, (0.8, 0.1, 0.6, -0.2))))
+  row2 = -math.log(math.exp(0.5) / sum(map(math.exp, (0.3, 0.5, 0.7, 0.0))))
+  q = jnp.eye(2)  # q dᵀ = `cos` (vector_loss takes the vectors as given)
+  d = cos.T
+  loss, accuracy = de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.0),
+                                  "in_batch_softmax_pool", 0.5)
+  np.testing.assert_allclose(loss, (row1 + row2) / 2, rtol=1e-6)
+  assert abs((row1 + row2) / 2 - 1.14041) < 1e-5  # .98701 and 1.29381
+  assert float(accuracy) == 0.5  # row 2's positive is below its pool negative
+
+
+def test_pool_negatives_are_from_the_pool_and_never_an_answer_of_the_batch():
+  from t5rank.training.dual import Pairs, pool_negatives
+  # question 0's pool holds answer 1, the positive of the batch's other row: never drawn
+  data = Pairs(["q0", "q1", "q2"], [f"a{i}" for i in range(6)], [(0, 0), (1, 1), (2, 2)],
+               [[1, 3], [3, 4], []])
+  for seed in range(20):
+    rng = np.random.default_rng(seed)
+    first, second, third = pool_negatives(data, data.pairs, rng)
+    assert first == 3 and second == 4  # q1's pool: 3 is taken by q0, so 4
+    assert third == 5  # an empty pool: a random answer outside the batch and its negatives
+
+
 def test_an_empty_text_encodes_to_zero_and_scores_zero():
   params = {"query": {"embedding": jnp.ones((4, 3))}, "scale": jnp.asarray(5.0),
             "bias": jnp.asarray(0.0)}
@@ -153,6 +180,28 @@ def test_cross_lingual_pairs_follow_the_strategies_and_keep_translations_apart()
     # a batch never holds a question or an answer together with its translation
     batch = next(distinct_batches(data.batch_keys, 1000, seed=0))
     assert len({data.keys[i][0] for i in batch}) == len({data.keys[i][1] for i in batch}) == 1000
+
+
+def test_pseudo_query_pairs_extend_the_training_pairs_with_words_of_their_answers():
+  from t5rank.data.pseudo_queries import _WORD as WORD  # how the pseudo-queries cut words
+  from t5rank.training.dual import Pairs, distinct_batches
+
+  base = Pairs.insuranceqa("train")
+  data = Pairs.source("insuranceqa_en_pseudo", "train")
+  real = len(base.pairs)
+  assert data.pairs[:real] == base.pairs and data.answers == base.answers
+  assert data.questions[:len(base.questions)] == base.questions
+  assert len(data.pairs) - real == round(real * 0.3 / 0.7)  # 30% of the pairs: 9,139 of 30,464
+  openings = {" ".join(q.split()[:2]) for q in base.questions}
+  for q, a in data.pairs[real:real + 200]:  # each pseudo-query: an opening, then answer words
+    words = data.questions[q].rstrip("?").split()
+    assert " ".join(words[:2]) in openings
+    answer_words = {w.lower() for w in WORD.findall(data.answers[a])}
+    assert {w.lower() for w in words[2:]} <= answer_words, (data.questions[q], data.answers[a])
+  batch = next(distinct_batches(data.batch_keys, 1000, seed=0))
+  assert len({data.pairs[i][1] for i in batch}) == 1000  # no answer twice, real or pseudo
+  assert Pairs.source("insuranceqa_en_pseudo", "validation").pairs == \
+      Pairs.insuranceqa("validation").pairs  # tuning pairs unchanged
 
 
 def test_closure_of_literal_pairs(tmp_path):
@@ -362,6 +411,39 @@ def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
     dual.DualEncoder(config.replace(loss="cross_entropy")).check(
         "insuranceqa_enzh_mixed", trainer.Init(), trainer.Optimization(dropout_rate=0.0),
         trainer.Loop(eval_fn=eval_enzh))
+
+
+def test_the_trainer_takes_pool_negatives_as_extra_columns(tmp_path):
+  from t5rank.training import dual, trainer
+  emb = embeddings_dir(tmp_path)
+  data = dual.Pairs(questions=["car cover", "death pays", "income annuity", "deductible car"],
+                    answers=list(TEXTS.values()), pairs=[(0, 0), (1, 1), (2, 2), (3, 4)],
+                    negatives=[[1, 3], [0, 3], [4, 3], [1, 3]])
+  config = de.dual_encoder_config(emb, embedding_dim=6, max_query_length=8,
+                                  max_document_length=16, loss="in_batch_softmax_pool")
+  batches = dual.pair_batches(data, dual.Encoder(dual.load_words(config)), config, batch_size=2,
+                              seed=0)
+  batch = next(batches)
+  assert batch["query"].shape == (2, 8) and batch["document"].shape == (4, 16)  # B answers + B
+  with pytest.raises(ValueError, match="on one host"):
+    next(dual.pair_batches(data, dual.Encoder(dual.load_words(config)), config, batch_size=2,
+                           seed=0, num_shards=2))
+
+  def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
+              num_shards):
+    return dual.pair_batches(data, dual.Encoder(dual.load_words(config)), config,
+                             batch_size=batch_size, seed=seed, start_step=start_step)
+
+  metrics = trainer.train(
+      model_config=config, task_name="insuranceqa_en",
+      feature_lengths={"query": 8, "document": 16}, train_steps=2, batch_size=2,
+      model_dir=str(tmp_path / "run"), mesh_shape=(1, 1), init=trainer.Init(checkpoint=emb),
+      optimization=trainer.Optimization(learning_rate=0.1, optimizer=dual.momentum_sgd,
+                                        dropout_rate=0.0),
+      loop=trainer.Loop(log_every=1, eval_every=2, keep_best="p@1",
+                        eval_fn=dual.InBatchEval(batch_size=2, data=data)),
+      dataset_fn=dataset)
+  assert np.isfinite(metrics["loss"]) and metrics["loss"] > 0
 
 
 def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):

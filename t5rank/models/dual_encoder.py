@@ -14,6 +14,9 @@ Losses over M (section 2.1; `loss`):
   in_batch_triplet        mean over rows of max(0, δ − cos⁺ + max_{j≠i} cosᵢⱼ), δ = .5 (`margin`)
   cross_entropy           labelled pairs instead of in-batch negatives: the sigmoid cross-entropy of
                           g on each row's own (query, candidate) pair and its label
+  in_batch_softmax_pool   not the paper's (Karpukhin et al. 2020, DPR): the batch's B answers and
+                          one pool negative per question (B more candidates, InsuranceQA's retrieved
+                          non-relevant answers), M (B, 2B), mean over rows of −log softmax(Mᵢ)ᵢ
 
 Encoder (section 2): one lowercased unigram vocabulary (`t5rank.models.words`), 300-d embeddings
 initialized randomly (normal, standard deviation 1/√E: the paper gives no distribution), one
@@ -39,7 +42,8 @@ import numpy as np
 
 from t5rank.models.words import UNK_ID
 
-LOSSES = ("in_batch_softmax", "in_batch_cross_entropy", "in_batch_triplet", "cross_entropy")
+LOSSES = ("in_batch_softmax", "in_batch_cross_entropy", "in_batch_triplet", "cross_entropy",
+          "in_batch_softmax_pool")
 NORM_FLOOR = 1e-12  # a vector shorter than this (an empty text's zero) stays zero when normalized
 
 
@@ -147,7 +151,7 @@ def cosines(params, query_ids: jax.Array, document_ids: jax.Array) -> jax.Array:
 
 
 def in_batch_softmax(logits: jax.Array) -> jax.Array:
-  """mean_i −log softmax(Mᵢ)ᵢ."""
+  """mean_i −log softmax(Mᵢ)ᵢ (M (B, C), C ≥ B: row i's positive in column i)."""
   return -jnp.mean(jnp.diagonal(jax.nn.log_softmax(logits, axis=-1)))
 
 
@@ -185,7 +189,7 @@ def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, l
   cos = q @ d.T
   logits = scale * cos + bias
   accuracy = in_batch_precision_at_1(cos)
-  if loss == "in_batch_softmax":
+  if loss in ("in_batch_softmax", "in_batch_softmax_pool"):  # d (B, E) or (2B, E)
     return in_batch_softmax(logits), accuracy
   if loss == "in_batch_cross_entropy":
     return sigmoid_cross_entropy(logits, jnp.eye(len(cos), dtype=logits.dtype)), accuracy
@@ -196,9 +200,8 @@ def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, l
 
 def in_batch_precision_at_1(scores: jax.Array) -> jax.Array:
   """Share of rows whose diagonal cell is strictly above every other cell of the row (a tie
-  counts as a miss)."""
-  b = scores.shape[0]
-  others = jnp.where(jnp.eye(b, dtype=bool), -jnp.inf, scores).max(-1)
+  counts as a miss); `scores` (B, C), C ≥ B."""
+  others = jnp.where(jnp.eye(*scores.shape, dtype=bool), -jnp.inf, scores).max(-1)
   return jnp.mean((jnp.diagonal(scores) > others).astype(jnp.float32))
 
 

@@ -1,8 +1,9 @@
 """The dual encoder's training (`t5rank.models.dual_encoder`), a `Trainable`:
 
     InsuranceQA training pairs (question → each relevant answer; `PAIR_SOURCES`: English, Chinese,
-      or both languages by the cross-lingual paper's merged or mixed strategy), or XPI's sentence
-      pairs (a sentence → its translation or paraphrase, `t5rank.data.xpi`)
+      or both languages by the cross-lingual paper's merged or mixed strategy; English with
+      pseudo-queries over the answers, `insuranceqa_en_pseudo`), or XPI's sentence pairs (a
+      sentence → its translation or paraphrase, `t5rank.data.xpi`)
       -> `distinct_batches`: seeded epochs, no answer and no question twice in a batch (several
          questions share answers: a repeat would be an in-batch false negative; in both languages
          a question or answer and its translation count as the same)
@@ -37,7 +38,9 @@ LENGTH_BUCKET = 32
 # task name -> (language of the word list and the evaluation, the pairs' cross-lingual strategy)
 PAIR_SOURCES = {"insuranceqa_en": ("en", "en"), "insuranceqa_zh": ("zh", "zh"),
                 "insuranceqa_enzh_merged": ("enzh", "merged"),
-                "insuranceqa_enzh_mixed": ("enzh", "mixed"), "xpi_enzh": ("enzh", "xpi")}
+                "insuranceqa_enzh_mixed": ("enzh", "mixed"), "xpi_enzh": ("enzh", "xpi"),
+                "insuranceqa_en_pseudo": ("en", "pseudo")}
+PSEUDO_FRACTION = 0.3  # the share of pseudo-query pairs in insuranceqa_en_pseudo's training pairs
 
 
 def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransformation:
@@ -107,6 +110,30 @@ class Pairs:
                pairs, negatives, keys)
 
   @classmethod
+  def with_pseudo_queries(cls, split: str, fraction: float = PSEUDO_FRACTION,
+                          seed: int = 0) -> "Pairs":
+    """InsuranceQA's English `split`; for train, with pseudo-queries over the answers
+    (`t5rank.data.pseudo_queries.pseudo_query_table`: a few idf-drawn words of one answer after a
+    training question's opening, positive that answer, negative a random one) added until they are
+    `fraction` of the pairs. The answers are the collection's (every answer a first stage indexes;
+    their text only, no relevance); the other splits are returned as they are."""
+    from t5rank.data.pseudo_queries import pseudo_query_table
+
+    data = cls.insuranceqa(split, "en")
+    if split != "train" or fraction == 0.0:
+      return data
+    if not 0.0 < fraction < 1.0:
+      raise ValueError(f"fraction must be in [0, 1), got {fraction}")
+    count = round(len(data.pairs) * fraction / (1.0 - fraction))
+    openings = sorted({" ".join(q.split()[:2]) for q in data.questions if len(q.split()) > 2})
+    pseudo = cls.of_table(pseudo_query_table(data.answers, count, seed=seed, openings=openings,
+                                             language="en"))
+    offset = len(data.questions)
+    return cls(data.questions + pseudo.questions, data.answers,
+               data.pairs + [(offset + q, a) for q, a in pseudo.pairs],
+               data.negatives + pseudo.negatives)
+
+  @classmethod
   def xpi(cls, split: str, seed: int = 0) -> "Pairs":
     """XPI's rows (`t5rank.data.xpi.xpi_table`, random negatives): each meaning group's sentence x
     with its positive y (a translation for half the groups, else a paraphrase or x itself); the
@@ -132,6 +159,8 @@ class Pairs:
       return cls.insuranceqa(split, language)
     if strategy == "xpi":
       return cls.xpi(split)
+    if strategy == "pseudo":
+      return cls.with_pseudo_queries(split)
     return cls.cross_lingual(split, strategy)
 
 
@@ -229,6 +258,10 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
   if labelled and batch_size % (2 * num_shards):
     raise ValueError("the cross_entropy loss takes half positive, half negative rows: batch_size "
                      f"{batch_size} must be a multiple of 2 x the data shards ({num_shards})")
+  pooled = config.loss == "in_batch_softmax_pool"
+  if pooled and num_shards > 1:
+    raise ValueError("the in_batch_softmax_pool loss needs each question's positive in its own "
+                     "column of one batch: train it on one host")
   rows = batch_size // num_shards
   batches = distinct_batches(data.batch_keys, batch_size // 2 if labelled else batch_size, seed)
   for _ in range(start_step):
@@ -245,12 +278,14 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
       answers += [data.negatives[q][rng.integers(len(data.negatives[q]))]
                   if data.negatives[q] else rng.integers(len(data.answers)) for q, _ in chosen]
       labels += [0] * len(chosen)
+    if pooled:  # one pool negative per question, no answer of the batch: (seed, step)
+      answers += pool_negatives(data, chosen, np.random.default_rng([seed, step, 2]))
     mine = slice(shard_index * rows, (shard_index + 1) * rows)
     # The whole global batch is encoded (cached per text), so that every host pads to one width.
+    documents = encoder([data.answers[a] for a in answers], config.max_document_length)
     batch = {"query": encoder([data.questions[q] for q in questions],
                               config.max_query_length)[mine],
-             "document": encoder([data.answers[a] for a in answers],
-                                 config.max_document_length)[mine]}
+             "document": documents if pooled else documents[mine]}
     if labelled:
       batch["label"] = np.asarray(labels[mine], np.int32)
     if step == start_step and type(encoder) is Encoder:
@@ -258,6 +293,26 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
             "the first batch's words are out of vocabulary (left out of the average)", flush=True)
     step += 1
     yield batch
+
+
+def pool_negatives(data: Pairs, chosen: Sequence[tuple[int, int]], rng: np.random.Generator
+                   ) -> list[int]:
+  """One negative answer per (question, answer) pair of a batch, for `in_batch_softmax_pool`:
+  drawn from the question's pool (InsuranceQA's retrieved non-relevant answers), never an answer of
+  the batch nor another row's negative (a random other answer when the pool has none left)."""
+  taken = {a for _, a in chosen}
+  negatives = []
+  for q, _ in chosen:
+    pool = [a for a in data.negatives[q] if a not in taken]
+    if pool:
+      answer = pool[rng.integers(len(pool))]
+    else:
+      answer = int(rng.integers(len(data.answers)))
+      while answer in taken:
+        answer = int(rng.integers(len(data.answers)))
+    taken.add(answer)
+    negatives.append(answer)
+  return negatives
 
 
 class PieceEncoder(Encoder):
