@@ -505,3 +505,24 @@ def test_retrieve_tfidf_through_the_cli_and_dense_options_without_an_index(tmp_p
               "--output", str(out), "--search", "hnsw"])
   with pytest.raises(SystemExit, match="--corpus is required"):
     cli.main(["retrieve", "--queries", str(queries), "--output", str(out)])
+
+
+def test_an_ensemble_index_scores_the_mean_of_the_models_cosines(load_benchmark):
+  from types import SimpleNamespace
+
+  bench = load_benchmark("dense_ensemble")
+
+  def model(query_vectors, document_vectors):  # unit vectors, as an index holds them
+    return SimpleNamespace(docids=["a", "b"], vectors=np.asarray(document_vectors, np.float32),
+                           encoder=SimpleNamespace(encode=lambda texts, side: np.asarray(
+                               query_vectors, np.float32)))
+
+  # model 1: cos(q, a) = 1, cos(q, b) = 0; model 2: cos(q, a) = .6, cos(q, b) = .8
+  first = model([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]])
+  second = model([[0.6, 0.8]], [[1.0, 0.0], [0.0, 1.0]])
+  queries, documents = bench.ensemble_vectors([first, second], ["q"])
+  np.testing.assert_allclose(queries @ documents.T, [[0.8, 0.4]], rtol=1e-6)  # (1+.6)/2, (0+.8)/2
+  np.testing.assert_allclose(np.linalg.norm(documents, axis=1), 1.0, rtol=1e-6)
+  other = SimpleNamespace(docids=["b", "a"], vectors=second.vectors, encoder=second.encoder)
+  with pytest.raises(ValueError, match="different documents"):
+    bench.ensemble_vectors([first, other], ["q"])
