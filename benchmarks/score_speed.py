@@ -146,12 +146,12 @@ def measure(name: str, num_pairs: int, single_pairs: int,
         output=os.path.join(tmp, "run"), options=options, progress=False))
   common = {"model": name, "params": f"{config.num_parameters / 1e6:.1f}M", "dtype": dtype,
             "compile": f"{compile_s:.0f} s", "tokenize": len(ids) / tokenize_s,
-            "difference": difference}
+            "difference": None}
   shapes = len({b.arrays[0].shape for b in batches})
   figures = [
       {**common, "mode": f"bucketed ({shapes} shapes, {batch_tokens} tokens)", "pairs": len(ids),
        "pairs/s": len(ids) / bucketed_s, "tokens/s": tokens / bucketed_s,
-       "padding": padding_fraction(batches)},
+       "padding": padding_fraction(batches), "difference": difference},  # compared on these
       {**common, "mode": "pipeline (score_candidates, 2 shards)", "pairs": len(ids),
        "pairs/s": len(ids) / pipeline_s, "tokens/s": tokens / pipeline_s,
        "padding": padding_fraction(pipeline_batches)},
@@ -174,7 +174,8 @@ def machine() -> str:
           f"{jax.devices()[0].platform}, {jax.local_device_count()} device(s)")
 
 
-def report(rows: list[dict], command: str, loads: tuple, elapsed: float, section: str) -> str:
+def report(rows: list[dict], command: str, loads: tuple, elapsed: float, section: str,
+           from_files: bool = False) -> str:
   busy = max(loads) > os.cpu_count()
   dtypes = sorted({r["dtype"] for r in rows})
   lines = [
@@ -186,7 +187,9 @@ def report(rows: list[dict], command: str, loads: tuple, elapsed: float, section
          if busy else ""),
       f"- Whole script: {elapsed:.0f} s", "",
       "```", command, "```", "",
-      "InsuranceQA v2 test questions x candidate answers (English), monoT5 input cut to 512 tokens;",
+      ("The first 16 candidates of each of the run's first queries (--files)" if from_files else
+       "InsuranceQA v2 test questions x candidate answers (English)")
+      + ", monoT5 input cut to 512 tokens;",
       f"random weights, computing in {' and '.join(dtypes)} (parameters cast); tokens/s counts real",
       "(non-padding) tokens; padding is the fraction of padding ids in the device inputs;",
       "compilation (every shape once) is not in the rates; tokenize is the host's tokenization",
@@ -249,7 +252,7 @@ def main() -> None:
     print(rows[-1], flush=True)
   command = ".venv/bin/python benchmarks/score_speed.py " + " ".join(sys.argv[1:])
   section = report(rows, command.strip(), (load, os.getloadavg()[0]),
-                   time.perf_counter() - start, args.section)
+                   time.perf_counter() - start, args.section, bool(args.files))
   print(section)
   if args.write:
     write_section(os.path.join(ROOT, "BENCHMARKS.md"), section)

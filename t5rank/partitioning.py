@@ -161,9 +161,15 @@ def host_data_shard(mesh: Mesh, global_batch_size: int) -> tuple[int, int]:
 def global_batch(mesh: Mesh, local_batch: dict[str, np.ndarray],
                  global_batch_size: int) -> dict[str, jax.Array]:
   """This host's rows of a batch -> global arrays split over the mesh's data axis. An array may hold
-  a multiple of the batch's rows (the dual encoder's `in_batch_softmax_pool`: 2B documents for B
-  queries); its global size is its local one times the hosts' shares of the batch."""
+  a whole multiple of the host's rows (the dual encoder's `in_batch_softmax_pool`: 2B documents for
+  B queries, on one data shard only: with several, each host's extra rows would land between the
+  other hosts' rows); its global size is its local one times the number of data shards."""
   sharding = batch_sharding(mesh)
-  shares = global_batch_size // min(len(v) for v in local_batch.values())
-  return {k: jax.make_array_from_process_local_data(sharding, v, (len(v) * shares,) + v.shape[1:])
+  _, shards = host_data_shard(mesh, global_batch_size)
+  rows = global_batch_size // shards
+  for k, v in local_batch.items():
+    if len(v) % rows or (len(v) != rows and shards > 1):
+      raise ValueError(f"batch array {k!r} has {len(v)} rows on this host, which reads {rows} of "
+                       f"the {global_batch_size}-row batch's {shards} data shard(s)")
+  return {k: jax.make_array_from_process_local_data(sharding, v, (len(v) * shards,) + v.shape[1:])
           for k, v in local_batch.items()}

@@ -81,16 +81,20 @@ def test_in_batch_softmax_with_pool_negatives_by_hand():
   assert float(accuracy) == 0.5  # row 2's positive is below its pool negative
 
 
-def test_pool_negatives_are_from_the_pool_and_never_an_answer_of_the_batch():
+def test_pool_negatives_are_from_the_pool_and_never_relevant_to_the_batch():
   from t5rank.training.dual import Pairs, pool_negatives
-  # question 0's pool holds answer 1, the positive of the batch's other row: never drawn
-  data = Pairs(["q0", "q1", "q2"], [f"a{i}" for i in range(6)], [(0, 0), (1, 1), (2, 2)],
-               [[1, 3], [3, 4], []])
+  # the batch: q0-a0, q1-a1, q2-a2; a3 is relevant to q1 too (a pair not in this batch)
+  data = Pairs(["q0", "q1", "q2"], [f"a{i}" for i in range(7)],
+               [(0, 0), (1, 1), (2, 2), (1, 3)], [[1, 3, 5], [3, 4], []])
   for seed in range(20):
     rng = np.random.default_rng(seed)
-    first, second, third = pool_negatives(data, data.pairs, rng)
-    assert first == 3 and second == 4  # q1's pool: 3 is taken by q0, so 4
-    assert third == 5  # an empty pool: a random answer outside the batch and its negatives
+    first, second, third = pool_negatives(data, data.pairs[:3], rng)
+    assert first == 5  # q0's pool: a1 is a batch answer, a3 relevant to q1
+    assert second == 4  # q1's pool: a3 is its own relevant answer
+    assert third == 6  # an empty pool: a random answer, none of the above
+  keyed = Pairs(data.questions, data.answers, data.pairs, data.negatives, keys=data.pairs)
+  with pytest.raises(ValueError, match="one-language pairs"):
+    pool_negatives(keyed, keyed.pairs[:3], np.random.default_rng(0))
 
 
 def test_an_empty_text_encodes_to_zero_and_scores_zero():
@@ -425,6 +429,13 @@ def test_the_trainer_takes_pool_negatives_as_extra_columns(tmp_path):
                               seed=0)
   batch = next(batches)
   assert batch["query"].shape == (2, 8) and batch["document"].shape == (4, 16)  # B answers + B
+  encoder = dual.Encoder(dual.load_words(config))
+  chosen = [data.pairs[i] for i in next(dual.distinct_batches(data.batch_keys, 2, seed=0))]
+  np.testing.assert_array_equal(  # columns 0..B-1: the rows' own answers, in row order
+      batch["document"][:2], encoder([data.answers[a] for _, a in chosen], 16)[:, :16])
+  for (q, a), row in zip(chosen, batch["document"][2:]):  # then one negative of each row's pool
+    pool = [n for n in data.negatives[q] if n not in {b for _, b in chosen}]
+    assert any(np.array_equal(row, encoder([data.answers[n]], 16)[0]) for n in pool)
   with pytest.raises(ValueError, match="on one host"):
     next(dual.pair_batches(data, dual.Encoder(dual.load_words(config)), config, batch_size=2,
                            seed=0, num_shards=2))

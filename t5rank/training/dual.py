@@ -262,6 +262,7 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
   if pooled and num_shards > 1:
     raise ValueError("the in_batch_softmax_pool loss needs each question's positive in its own "
                      "column of one batch: train it on one host")
+  relevant = relevant_answers(data) if pooled else None
   rows = batch_size // num_shards
   batches = distinct_batches(data.batch_keys, batch_size // 2 if labelled else batch_size, seed)
   for _ in range(start_step):
@@ -279,7 +280,7 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
                   if data.negatives[q] else rng.integers(len(data.answers)) for q, _ in chosen]
       labels += [0] * len(chosen)
     if pooled:  # one pool negative per question, no answer of the batch: (seed, step)
-      answers += pool_negatives(data, chosen, np.random.default_rng([seed, step, 2]))
+      answers += pool_negatives(data, chosen, np.random.default_rng([seed, step, 2]), relevant)
     mine = slice(shard_index * rows, (shard_index + 1) * rows)
     # The whole global batch is encoded (cached per text), so that every host pads to one width.
     documents = encoder([data.answers[a] for a in answers], config.max_document_length)
@@ -295,12 +296,26 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
     yield batch
 
 
-def pool_negatives(data: Pairs, chosen: Sequence[tuple[int, int]], rng: np.random.Generator
-                   ) -> list[int]:
+def relevant_answers(data: Pairs) -> dict[int, set[int]]:
+  """Each question's relevant answers (by index), from the pairs."""
+  relevant: dict[int, set[int]] = collections.defaultdict(set)
+  for q, a in data.pairs:
+    relevant[q].add(a)
+  return relevant
+
+
+def pool_negatives(data: Pairs, chosen: Sequence[tuple[int, int]], rng: np.random.Generator,
+                   relevant: Optional[Mapping[int, set[int]]] = None) -> list[int]:
   """One negative answer per (question, answer) pair of a batch, for `in_batch_softmax_pool`:
-  drawn from the question's pool (InsuranceQA's retrieved non-relevant answers), never an answer of
-  the batch nor another row's negative (a random other answer when the pool has none left)."""
-  taken = {a for _, a in chosen}
+  drawn from the question's pool (InsuranceQA's retrieved non-relevant answers), never an answer
+  relevant to a question of the batch (`relevant`: `relevant_answers(data)`) nor another row's
+  negative (a random such answer when the pool has none left). Pairs keyed across languages are
+  refused: a translation of a batch answer would be another index."""
+  if data.keys is not None:
+    raise ValueError("in_batch_softmax_pool takes one-language pairs; their keys name texts "
+                     "across languages, whose translations the pool negatives could repeat")
+  relevant = relevant_answers(data) if relevant is None else relevant
+  taken = {a for _, a in chosen}.union(*(relevant.get(q, ()) for q, _ in chosen))
   negatives = []
   for q, _ in chosen:
     pool = [a for a in data.negatives[q] if a not in taken]
