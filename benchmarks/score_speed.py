@@ -119,7 +119,8 @@ def measure(name: str, num_pairs: int, single_pairs: int,
   tokenize_s = timed(encode)
   ids = encode()
   tokens = sum(map(len, ids))
-  raw_params = cast_params(random_params(config, std=0.05), dtype)
+  float_params = random_params(config, std=0.05)
+  raw_params = cast_params(float_params, dtype)
   params = devices.place_params(raw_params, reranker.param_axes(), mesh)
   batches = reranker.batches(ids, batch_tokens=batch_tokens, row_multiple=rows)
   pipeline_batches = [b for k in range(0, len(ids), options.shard_size) for b in
@@ -135,8 +136,8 @@ def measure(name: str, num_pairs: int, single_pairs: int,
     reference = MonoT5(config.replace(dtype="float32"), vocab, reranker.target_ids)
     scores = run(batches, len(ids))[0]
     reference_scores = scorer.score_batches(
-        reference, devices.place_params(random_params(config, std=0.05), reranker.param_axes(),
-                                        mesh), batches, len(ids), mesh=mesh)[0]
+        reference, devices.place_params(float_params, reranker.param_axes(), mesh), batches,
+        len(ids), mesh=mesh)[0]
     difference = float(abs(scores - reference_scores).max())
   single_s = timed(lambda: run(singles, len(ids))) if singles else float("nan")
   single_tokens = sum(len(ids[i]) for b in singles for i in b.items)
