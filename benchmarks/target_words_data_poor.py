@@ -151,7 +151,7 @@ def plot(cells: dict, sizes: Sequence[int], variants: Sequence[str], path: str,
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
 
-  from t5rank.data.readers import atomic_write
+  from t5rank.files import atomic_write
 
   fig = Figure(figsize=(8, 4), dpi=120)
   FigureCanvasAgg(fig)

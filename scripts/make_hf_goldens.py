@@ -58,21 +58,28 @@ MODELS = {
 # is tied and unscaled). An untied head exists only in a file that has `lm_head.weight`, as when 5.x
 # loads a 4.x v1.1/mT5 and saves it again: "v1_1_untied" unties the head of a 5.x-built v1.1 first.
 UNTIED_5X = "v1_1_untied"
+# transformers 5.x's mT5 is another class with no `scale_decoder_outputs` at all: its head is the
+# shared embedding unless the file has `lm_head.weight`, and never scaled, while its config.json
+# says `tie_word_embeddings: true` as a 4.x scaled T5 v1.0 would. "mt5" is one 5.x builds,
+# "mt5_untied" one with a head of its own (a 4.x mT5 loaded and saved by 5.x).
+MT5_5X = {"mt5": False, "mt5_untied": True}
 
 
-def build_model(seed: int, untie: bool = False,
+def build_model(seed: int, untie: bool = False, mt5: bool = False,
                 **overrides) -> transformers.T5ForConditionalGeneration:
   """A tiny random T5 whose layer norms and relative position biases are far from their initial
   values (ones, near zeros), so that a wrongly mapped tensor changes the outputs. An untied output
   layer is scaled by d_model**-0.5 (as the tied one is) to keep logits, and P(true), away from
   saturation."""
   torch.manual_seed(seed)
-  config = transformers.T5Config(
+  config = (transformers.MT5Config if mt5 else transformers.T5Config)(
       vocab_size=VOCAB_SIZE, d_model=32, d_kv=8, d_ff=48, num_heads=4,
       relative_attention_num_buckets=32, relative_attention_max_distance=128, dropout_rate=0.0,
       layer_norm_epsilon=1e-6, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
       **overrides)
-  model = transformers.T5ForConditionalGeneration(config).eval()
+  model_class = (transformers.MT5ForConditionalGeneration if mt5
+                 else transformers.T5ForConditionalGeneration)
+  model = model_class(config).eval()
   if untie:  # a head of its own, as a 4.x v1.1 checkpoint loaded and saved by 5.x has
     model.lm_head.weight = torch.nn.Parameter(torch.randn_like(model.shared.weight))
   with torch.no_grad():
@@ -152,11 +159,12 @@ PREFIX = "hf" if GENERATION == "4" else f"hf{GENERATION}"
 def main() -> None:
   torch.set_num_threads(1)
   os.makedirs(GOLDEN_DIR, exist_ok=True)
-  models = {name: (overrides, False) for name, overrides in MODELS.items()}
+  models = {name: (overrides, False, False) for name, overrides in MODELS.items()}
   if GENERATION != "4":
-    models[UNTIED_5X] = (MODELS["v1_1"], True)
-  for seed, (name, (overrides, untie)) in enumerate(models.items()):
-    model = build_model(seed, untie=untie, **overrides)
+    models[UNTIED_5X] = (MODELS["v1_1"], True, False)
+    models.update({name: (MODELS["v1_1"], untie, True) for name, untie in MT5_5X.items()})
+  for seed, (name, (overrides, untie, mt5)) in enumerate(models.items()):
+    model = build_model(seed, untie=untie, mt5=mt5, **overrides)
     directory = os.path.join(GOLDEN_DIR, f"{PREFIX}_{name}")
     model.save_pretrained(directory, safe_serialization=True)
     inputs = make_inputs(seed)
@@ -170,8 +178,9 @@ def main() -> None:
                         **bucket_tables())
   with open(os.path.join(GOLDEN_DIR, f"{PREFIX}_goldens.json"), "w") as f:
     json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
-               "models": {name: dict(overrides, untied_head=untie)
-                          for name, (overrides, untie) in models.items()}, "target_ids": TARGET_IDS, "row_lengths": ROW_LENGTHS,
+               "models": {name: dict(overrides, untied_head=untie, mt5=mt5)
+                          for name, (overrides, untie, mt5) in models.items()},
+               "target_ids": TARGET_IDS, "row_lengths": ROW_LENGTHS,
                "decoder_steps": DECODER_STEPS, "bucket_settings": BUCKET_SETTINGS,
                "relative_range": RELATIVE_RANGE}, f, indent=2)
     f.write("\n")

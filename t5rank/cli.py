@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 
@@ -31,6 +32,27 @@ COMMANDS = {
 }
 
 
+# commands whose data pipeline imports TensorFlow (SeqIO)
+TENSORFLOW_COMMANDS = ("train", "demo", "inspect-task")
+
+
+def import_tensorflow_quietly() -> None:
+  """Imports TensorFlow with the process's stderr sent to /dev/null meanwhile: its C++ libraries
+  log start-up lines (oneDNN, no CUDA driver) before TF_CPP_MIN_LOG_LEVEL is read. An import
+  error is still raised, after stderr is back."""
+  if "tensorflow" in sys.modules:
+    return
+  sys.stderr.flush()
+  saved = os.dup(2)
+  try:
+    with open(os.devnull, "w") as null:
+      os.dup2(null.fileno(), 2)
+      import tensorflow  # noqa: F401
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+
+
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog="t5rank",
@@ -47,20 +69,31 @@ def main(argv: list[str] | None = None) -> int:
   from t5rank.allocator import keep_freed_memory
 
   keep_freed_memory()  # glibc: reuse freed memory instead of page-faulting it back every step
+  # jax reports at INFO that it found no TPU library, on every CPU or GPU machine
+  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
   parser = build_parser()
   args, extra = parser.parse_known_args(argv)
   if extra and not getattr(args, "accepts_extra", False):
     parser.error(f"unrecognized arguments: {' '.join(extra)}")
   if getattr(args, "accepts_extra", False):
     args.extra = extra
+  if args.command in TENSORFLOW_COMMANDS:
+    import_tensorflow_quietly()
   # User errors (bad input, missing files, unreadable checkpoints, refused resumes, NaN stops) end
   # in one line on stderr.
   try:
+    files = getattr(args, "files", None)
+    if files is not None:  # before any work: no output may destroy an input or a file not ours
+      from t5rank.files import check_outputs
+
+      outputs, inputs = files(args)
+      check_outputs(outputs, inputs, overwrite=args.overwrite)
     return int(args.func(args) or 0)
   except (ValueError, OSError, RuntimeError, FloatingPointError) as e:
     if args.debug:
       raise
-    raise SystemExit(f"t5rank {args.command}: {e}"
+    message = str(e).split("\n  In call to configurable")[0]  # gin's addition: a second line
+    raise SystemExit(f"t5rank {args.command}: {message}"
                      + ("" if isinstance(e, (ValueError, FileNotFoundError)) else
                         f" ({type(e).__name__}; --debug shows the traceback)")) from None
 

@@ -339,7 +339,7 @@ def test_index_resumes_and_refuses_another_encoder(tmp_path, monkeypatch):
   with pytest.raises(KeyboardInterrupt):
     cli.main(["index", "--encoder", emb, "--corpus", corpus, "--output", index,
               "--shard-size", "2"])
-  assert (tmp_path / "index.partial" / "shard-00000.npy").exists()
+  assert (tmp_path / "index.partial" / "shard-00000.npz").exists()
   calls.clear()
   monkeypatch.setattr(encoders.WordAverage, "encode",
                       lambda self, texts, side: calls.append(len(texts)) or original(self, texts,
@@ -513,9 +513,9 @@ def test_retrieve_tfidf_through_the_cli_and_dense_options_without_an_index(tmp_p
   assert [line[2] for line in lines] == ["d5", "d1"] and lines[0][-1] == "tfidf"
   with pytest.raises(SystemExit, match="options of --dense"):
     cli.main(["retrieve", "--corpus", corpus_file(tmp_path), "--queries", str(queries),
-              "--output", str(out), "--search", "hnsw"])
+              "--output", str(tmp_path / "other.run"), "--search", "hnsw"])
   with pytest.raises(SystemExit, match="--corpus is required"):
-    cli.main(["retrieve", "--queries", str(queries), "--output", str(out)])
+    cli.main(["retrieve", "--queries", str(queries), "--output", str(tmp_path / "other.run")])
 
 
 def test_an_ensemble_index_scores_the_mean_of_the_models_cosines(load_benchmark):

@@ -148,8 +148,8 @@ def test_fuse_command_three_runs(tmp_path):
   runs = [paths["first"], paths["second"], paths["third"]]
 
   def fuse(*args):
-    return subprocess.run([sys.executable, "-m", "t5rank.cli", "fuse", *args, "-o", out],
-                          capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "t5rank.cli", "fuse", *args, "-o", out,
+                           "--overwrite"], capture_output=True, text=True)
 
   result = fuse(*runs, "--weights", "0.5,0.25,0.25")
   assert result.returncode == 0, result.stderr

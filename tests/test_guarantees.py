@@ -225,9 +225,11 @@ def test_convert_to_hf_carries_the_vocabulary_and_target_words(tmp_path):
 
 
 def test_errors_are_one_line_with_the_file_and_a_debug_flag_shows_the_traceback(tmp_path):
-  (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00")  # truncated
-  (tmp_path / "config.json").write_text('{"model_type": "t5"}')
-  argv = ["convert", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--to", "native"]
+  (tmp_path / "hf").mkdir()
+  (tmp_path / "hf" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00")  # truncated
+  (tmp_path / "hf" / "config.json").write_text('{"model_type": "t5"}')
+  argv = ["convert", "--input", str(tmp_path / "hf"), "--output", str(tmp_path / "out"), "--to",
+          "native"]
   with pytest.raises(SystemExit, match=r"t5rank convert: .*model.safetensors: not a readable "
                      r"safetensors file"):
     cli.main(argv)

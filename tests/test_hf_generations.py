@@ -146,7 +146,7 @@ def test_t5x_export_reads_back_bitwise_with_t5x_names(tmp_path, name):
   assert int(tree["state"]["step"]) == 1100000
   assert "token_embedder" in tree["target"] and "layers_0" in tree["target"]["encoder"]
   assert ("logits_dense" in tree["target"]["decoder"]) is (not config.tie_embeddings)
-  with pytest.raises(SystemExit, match="exists; not overwriting it"):
+  with pytest.raises(SystemExit, match="holds an earlier output of this command; give --overwrite"):
     cli_main(["convert", "--input", str(tmp_path / "native"), "--output", str(tmp_path / "t5x"),
               "--to", "t5x", "--step", "1100000"])
 

@@ -14,7 +14,8 @@ from t5rank.pipelines import insuranceqa as pipeline
 from t5rank.models.monot5 import MonoT5
 from t5rank.ranking import scorer as scoring
 from t5rank.training import gin_config
-from t5rank.data.readers import document_text, read_corpus, read_queries, read_run
+from t5rank.data.readers import document_text, read_corpus, read_qrels, read_queries, read_run
+from t5rank.evaluation.metrics import evaluate
 
 # The experiment gin with the model shrunk, inputs cut short, 2 steps and no evaluation during training.
 TINY_RECIPE = [
@@ -88,13 +89,19 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
     assert 0.0 <= r["vs_baseline"]["MRR"]["p"] <= 1.0
   assert set(saved["timings_s"]) == {"export", "bm25", "train", "rerank", "tune", "evaluate",
                                      "total"}
+  # the files it names evaluate to the figures it reports (the qrels of the queries evaluated)
+  assert set(read_qrels(saved["files"]["qrels"])) == set(qids)
+  for name, r in zip(("bm25", "monot5", "hybrid"), runs):
+    figures = evaluate(read_qrels(saved["files"]["qrels"]),
+                       {name: read_run(saved["files"][name])}, pipeline.METRICS)
+    assert figures["runs"][0]["mean"] == r["mean"], name
   with open(os.path.join(workdir, "results.png"), "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
   final = os.path.join(workdir, "model", "final")
   stamp = os.path.getmtime(os.path.join(final, "config.json"))
 
-  def no_training():
+  def no_training(record):
     raise AssertionError("the second run trained again")
 
   def no_scoring(*args, **kwargs):
@@ -135,10 +142,14 @@ def test_prepare_model_reuses_resumes_or_moves_aside_by_recipe(tmp_path, monkeyp
   model_dir = str(tmp_path / "model")
   calls = []
 
-  def fake_training():  # what the trainer leaves: a t5rank checkpoint in MODEL_DIR/final
+  def fake_training(record):  # what the trainer leaves: the recipe, a checkpoint in final/
     import gin
     final = os.path.join(gin.query_parameter("%MODEL_DIR"), "final")
     calls.append(gin.query_parameter("%TRAIN_STEPS"))
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    for name, text in record.items():
+      with open(os.path.join(os.path.dirname(final), name), "w") as f:
+        f.write(text)
     if not os.path.exists(final):
       os.makedirs(os.path.join(final, "params"))
       with open(os.path.join(final, "config.json"), "w") as f:

@@ -59,7 +59,7 @@ def test_candidates_are_reranked_and_all_kept():
   index = BM25Index.build(ANIMALS, k1=K1, b=B, language="en")
   # d3 does not match but stays (last); ties at 0 are broken by document id.
   assert [d for d, _ in search(index, "cats", candidates=["d4", "d1", "d3"])] == ["d1", "d3", "d4"]
-  with pytest.raises(KeyError, match="not in the corpus, e.g. 'zz'"):
+  with pytest.raises(ValueError, match="not in the corpus, e.g. 'zz'"):
     search(index, "cats", candidates=["d1", "zz"])
 
 
@@ -125,6 +125,8 @@ def test_retrieve_command(tmp_path):
   assert os.path.exists(tmp_path / "index" / "t5rank_index.json")
   with open(output) as f:
     assert f.readline().split()[:4] + f.readline().split()[5:] == ["q1", "Q0", "d2", "1", "bm25"]
-  assert cli.main(argv + ["--rm3"]) == 0
+  with pytest.raises(SystemExit, match="bm25.run exists; give --overwrite"):
+    cli.main(argv + ["--rm3"])
+  assert cli.main(argv + ["--rm3", "--overwrite"]) == 0
   with open(output) as f:
     assert f.readline().split()[5] == "bm25_rm3"

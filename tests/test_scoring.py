@@ -371,6 +371,8 @@ def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
 
   (tmp_path / "bad.tsv").write_text("1\tlong\n1\tnowhere\n")
   command[command.index("--run") + 1] = str(tmp_path / "bad.tsv")
+  command[command.index("--output") + 1] = str(tmp_path / "bad.run")
+  command[command.index("--per-passage-output") + 1] = str(tmp_path / "bad.tsv.passages")
   done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
                         text=True, timeout=300)
   assert done.returncode == 1

@@ -188,7 +188,7 @@ def test_ensemble_averages_its_members(vocabulary):
 
 def test_reranker_refuses_another_word_list(vocabulary):
   config = small_config(vocabulary)
-  with pytest.raises(ValueError, match="not the one the model was built for"):
+  with pytest.raises(ValueError, match="is not the word list this TKConfig was built with"):
     TK(config, WordVocabulary.build(["other words entirely"], min_count=1))
 
 

@@ -15,8 +15,10 @@ Two generations of config.json describe the output layer differently:
     true; T5 v1.1 and mT5: false, with `lm_head.weight`);
   - transformers 5.x: `tie_word_embeddings` is always written true and a separate
     `scale_decoder_outputs` says whether the output is scaled; the head is `lm_head.weight` when the
-    file has it, else the shared embedding.
-The reader tells them apart by the `scale_decoder_outputs` key. The writer writes either
+    file has it, else the shared embedding. Its mT5 (`model_type` mt5) has no such key: never
+    scaled, the head as for its T5.
+The reader tells them apart by the `scale_decoder_outputs` key, and an mT5's by the
+`transformers_version` its config.json records. The writer writes either
 (`generation="4"`, the default, which 4.x and 5.x both read; or `"5"`, as 5.x saves: no
 `lm_head.weight` when tied). A 4.x config cannot say "tied but not scaled" or "untied but scaled":
 such a model is written in the 5.x form only.
@@ -74,8 +76,8 @@ def config_from_hf(hf: Mapping[str, Any], has_lm_head: Optional[bool] = None) ->
   tie = get("tie_word_embeddings")
   if not isinstance(tie, bool):
     raise CheckpointError(f"config.json has tie_word_embeddings {tie!r}; expected true or false")
-  if SCALE_KEY in hf:  # transformers 5.x
-    scale = hf[SCALE_KEY]
+  if SCALE_KEY in hf or _saved_by_mt5_of_5x(hf):  # transformers 5.x
+    scale = hf.get(SCALE_KEY, False)
     if not isinstance(scale, bool):
       raise CheckpointError(f"config.json has {SCALE_KEY} {scale!r}; expected true or false")
     tied = tie if has_lm_head is None else not has_lm_head
@@ -96,6 +98,14 @@ def config_from_hf(hf: Mapping[str, Any], has_lm_head: Optional[bool] = None) ->
       relative_attention_num_buckets=get("relative_attention_num_buckets"),
       relative_attention_max_distance=get("relative_attention_max_distance"),
       dropout_rate=get("dropout_rate"), layer_norm_epsilon=get("layer_norm_epsilon"))
+
+
+def _saved_by_mt5_of_5x(hf: Mapping[str, Any]) -> bool:
+  """Whether config.json is an mT5's written by transformers 5 or later, whose MT5 never scales the
+  decoder output and reads `tie_word_embeddings` as its T5 does (module docstring)."""
+  version = str(hf.get("transformers_version", "0"))
+  major = version.split(".")[0]
+  return hf.get("model_type") == "mt5" and major.isdigit() and int(major) >= 5
 
 
 def config_to_hf(config: T5Config, generation: str = "4") -> dict[str, Any]:

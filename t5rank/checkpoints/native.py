@@ -5,6 +5,9 @@
       config.json     the config's to_json() (a T5Config, or another model's such as TKConfig),
                       written last and atomically: its presence marks a complete checkpoint
       metadata.json   optional free-form metadata (step, source, `model` when it is not monoT5, ...)
+      manifest.json   the size and sha256 of every file but config.json (`t5rank.files`),
+                      checked before the checkpoint is read
+    (and the files a model reads beside its parameters, copied in before: words.tsv, a vocabulary)
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import os
 from typing import Any, Mapping, Optional
 
 from t5rank.checkpoints.layout import Params, check_params, unflatten, write_json
+from t5rank.files import check_manifest, file_manifest
 from t5rank.models.config import T5Config
 
 PARAMS_DIR = "params"
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
+MANIFEST_FILE = "manifest.json"
 
 
 def is_native_checkpoint(directory: str) -> bool:
@@ -46,7 +51,24 @@ def save_checkpoint(directory: str, params: Mapping[str, Any], config: Any,
   checkpointer.wait_until_finished()
   if extra_metadata is not None:
     write_json(os.path.join(directory, METADATA_FILE), dict(extra_metadata))
+  write_json(os.path.join(directory, MANIFEST_FILE),
+             file_manifest(directory, exclude=(MANIFEST_FILE, CONFIG_FILE)))
   write_json(os.path.join(directory, CONFIG_FILE), json.loads(config.to_json()))
+
+
+def check_files(directory: str) -> None:
+  """Raises ValueError naming the first file of the checkpoint in `directory` that is not the one
+  it was saved with (size or sha256 against manifest.json; checkpoints written before t5rank
+  recorded one are not checked)."""
+  path = os.path.join(directory, MANIFEST_FILE)
+  if not os.path.isfile(path):
+    return
+  try:
+    with open(path, encoding="utf-8") as f:
+      manifest = json.load(f)
+  except ValueError as e:
+    raise ValueError(f"{path}: not valid JSON ({e})") from None
+  check_manifest(directory, manifest, f"the checkpoint {directory}")
 
 
 def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:
@@ -58,32 +80,46 @@ def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:
   if not os.path.isfile(config_path):
     raise FileNotFoundError(f"{config_path} not found: {directory} is not a complete t5rank "
                             "checkpoint (config.json is written last)")
-  with open(config_path) as f:
-    text = f.read()
-  model = json.loads(text).get("model")
-  if model is not None:
+  model = read_metadata(directory).get("model")
+  if model not in (None, "monot5"):
     raise ValueError(f"{directory} is a {model.upper()} checkpoint, not a T5 one: this needs T5 "
                      f"weights (monoT5); a {model.upper()} checkpoint is scored by `t5rank score "
                      "--checkpoint` as it is")
-  config = T5Config.from_json(text)
+  config = _read_config(config_path, T5Config)
+  check_files(directory)
   params_dir = os.path.abspath(os.path.join(directory, PARAMS_DIR))
   restored = ocp.StandardCheckpointer().restore(params_dir)
   return config, unflatten(check_params(restored, config, f"checkpoint {directory}"))
 
 
-def restore_model(directory: str, config_class: type) -> tuple[Any, Params]:
-  """(config, params) of a checkpoint of a model other than T5: `config_class.from_json` of its
-  config.json, the parameters as saved (float32 numpy arrays)."""
+def restore_model(directory: str, config_class: type, model: str) -> tuple[Any, Params]:
+  """(config, params) of a checkpoint of `model` (its metadata's `model`, e.g. "tk"), a model other
+  than T5: `config_class.from_json` of its config.json, the parameters as saved (float32 numpy
+  arrays). A checkpoint of another model is refused by name."""
   import orbax.checkpoint as ocp
 
   config_path = os.path.join(directory, CONFIG_FILE)
   if not os.path.isfile(config_path):
     raise FileNotFoundError(f"{config_path} not found: {directory} is not a complete t5rank "
                             "checkpoint (config.json is written last)")
-  with open(config_path) as f:
-    config = config_class.from_json(f.read())
+  found = read_metadata(directory).get("model", "monot5")
+  if found != model:
+    raise ValueError(f"{directory} is a {found} checkpoint, not a {model} one")
+  config = _read_config(config_path, config_class)
+  check_files(directory)
   return config, ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory,
                                                                                   PARAMS_DIR)))
+
+
+def _read_config(path: str, config_class: type) -> Any:
+  """`config_class.from_json` of the file `path`; a broken or foreign file raises ValueError naming
+  it."""
+  with open(path, encoding="utf-8") as f:
+    text = f.read()
+  try:
+    return config_class.from_json(text)
+  except (ValueError, TypeError, KeyError) as e:
+    raise ValueError(f"{path}: not a {config_class.__name__} ({type(e).__name__}: {e})") from None
 
 
 def read_metadata(directory: str) -> dict[str, Any]:
@@ -91,5 +127,11 @@ def read_metadata(directory: str) -> dict[str, Any]:
   path = os.path.join(directory, METADATA_FILE)
   if not os.path.isfile(path):
     return {}
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path, encoding="utf-8") as f:
+      metadata = json.load(f)
+  except ValueError as e:
+    raise ValueError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(metadata, dict):
+    raise ValueError(f"{path}: expected a JSON object")
+  return metadata

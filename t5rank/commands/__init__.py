@@ -1,6 +1,10 @@
 """The `t5rank` subcommands, one module each with `add_parser(subparsers)` and `run(args)`: they
 parse flags and call the library (`t5rank.ranking`, `t5rank.retrieval`, `t5rank.training`, ...);
-`t5rank.cli` dispatches. Heavy libraries are imported inside `run`, so `t5rank --help` stays fast."""
+`t5rank.cli` dispatches. Heavy libraries are imported inside `run`, so `t5rank --help` stays fast.
+
+A command that writes files declares them: `p.set_defaults(files=fn)` with `fn(args)` returning
+(outputs, inputs) for `t5rank.files.check_outputs`, which `t5rank.cli` runs before the command
+(`add_overwrite` gives it the `--overwrite` flag)."""
 
 import argparse
 
@@ -13,24 +17,8 @@ def positive_int(text: str) -> int:
   return value
 
 
-def refuse_overwriting_inputs(command: str, outputs: dict, inputs: dict, *,
-                              directories: bool = False) -> None:
-  """Exits (status 1) naming both flags when an output path is an input path of the same command
-  (or two outputs are one file), before any work: writing it would destroy the input. `outputs` and
-  `inputs` map a flag to a path (None: not given); outputs are files unless `directories`."""
-  import os
-
-  seen: dict[str, str] = {}
-  for flag, path in inputs.items():
-    if path:
-      seen.setdefault(os.path.realpath(path), flag)
-  for flag, path in outputs.items():
-    if not path:
-      continue
-    real = os.path.realpath(path)
-    if real in seen:
-      raise SystemExit(f"t5rank {command}: {flag} {path} is also {seen[real]}; writing it would "
-                       "overwrite that input (or the other output): give another path")
-    if os.path.isdir(real) and not directories:
-      raise SystemExit(f"t5rank {command}: {flag} {path} is a directory; give a file path")
-    seen[real] = flag
+def add_overwrite(parser: argparse.ArgumentParser) -> None:
+  """The `--overwrite` flag of a command that writes files."""
+  parser.add_argument("--overwrite", action="store_true",
+                      help="replace an output that exists (atomically); a directory only when "
+                           "this command wrote it")

@@ -22,6 +22,7 @@ import argparse
 import os
 from typing import Optional
 
+from t5rank.commands import add_overwrite
 from t5rank.models.config import T5Config
 
 
@@ -40,7 +41,26 @@ def add_parser(subparsers) -> None:
                  help="with --to t5x: the step number of the checkpoint_STEP directory (default 0)")
   p.add_argument("--config", default=None,
                  help="model config name (t5rank.models.config.CONFIGS); required for Mesh TF and t5x")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def _holds_checkpoint(path: str) -> bool:
+  from t5rank.checkpoints import detect_format
+
+  try:
+    detect_format(path)
+    return True
+  except FileNotFoundError:
+    return False
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: an existing --output is replaced (with
+  --overwrite) only when it holds a checkpoint."""
+  from t5rank.files import DIRECTORY, Output
+
+  return [Output("--output", args.output, DIRECTORY, _holds_checkpoint)], {"--input": args.input}
 
 
 def convert(input_path: str, output_path: str, to: str, config: Optional[T5Config] = None, *,
@@ -72,9 +92,10 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
       extra["vocabulary"] = os.path.basename(settings["vocabulary"])
       if settings["vocabulary_extra_ids"] is not None:
         extra["vocabulary_extra_ids"] = settings["vocabulary_extra_ids"]
-    save_checkpoint(output_path, params, config, extra_metadata=extra)
-    if settings["vocabulary"]:
+    if settings["vocabulary"]:  # before the checkpoint: its manifest covers the vocabulary
+      os.makedirs(output_path, exist_ok=True)
       shutil.copyfile(settings["vocabulary"], os.path.join(output_path, extra["vocabulary"]))
+    save_checkpoint(output_path, params, config, extra_metadata=extra)
   elif to == "hf":
     save_hf_checkpoint(output_path, params, config, generation=hf_generation)
     if settings["vocabulary"]:
@@ -95,14 +116,13 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
 def run(args: argparse.Namespace) -> int:
   """Entry point of `t5rank convert`."""
   from t5rank.checkpoints import detect_format
-  from t5rank.commands import refuse_overwriting_inputs
+  from t5rank.files import atomic_directory
   from t5rank.models.config import get_config
 
-  refuse_overwriting_inputs("convert", {"--output": args.output}, {"--input": args.input},
-                            directories=True)
   config = get_config(args.config) if args.config else None
-  config = convert(args.input, args.output, args.to, config, hf_generation=args.hf_generation,
-                   step=args.step)  # errors become one line in t5rank.cli
+  with atomic_directory(args.output) as directory:  # errors become one line in t5rank.cli
+    config = convert(args.input, directory, args.to, config, hf_generation=args.hf_generation,
+                     step=args.step)
   print(f"converted {args.input} ({detect_format(args.input)}) -> {args.output} ({args.to}): "
         f"{config.num_parameters / 1e6:.1f}M parameters, d_model {config.d_model}, "
         f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, {config.feed_forward}, "

@@ -65,13 +65,25 @@ def add_parser(subparsers) -> None:
   p.add_argument("--dense-steps", type=positive_int, metavar="N",
                  help="with --cross-lingual: training steps of each of the dual encoder's two "
                       "stages (default: 2,000 on XPI's pairs, then 3,000)")
-  p.set_defaults(func=run, accepts_extra=True)
+  p.set_defaults(func=run, files=files, accepts_extra=True, overwrite=False)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: the work directory is the demo's own (it
+  reuses and resumes what it finds there) or new."""
+  import os
+
+  from t5rank.files import WORK, Output, holds
+  from t5rank.pipelines.insuranceqa import RECIPE_FILE
+
+  workdir = args.workdir or (CROSS_LINGUAL if args.cross_lingual else ENGLISH).workdir
+  return ([Output("--workdir", workdir, WORK,
+                  holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE)))],
+          {f"--gin_file {path}": path for path in args.gin_file or ()})
 
 
 def run(args: argparse.Namespace) -> int:
   import logging
-
-  import bm25s  # sets its logger to DEBUG when imported
 
   from t5rank.pipelines.insuranceqa import run_insuranceqa
   from t5rank.training.gin_config import gin_bindings
@@ -79,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
   bindings = gin_bindings(args.extra)
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   logging.getLogger("t5rank").setLevel(logging.INFO)
-  logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   if (args.pretrain_steps or args.dense_steps) and not args.cross_lingual:
     raise SystemExit("--pretrain-steps and --dense-steps go with --cross-lingual (the English "
                      "job has no pre-training and no dual encoder)")

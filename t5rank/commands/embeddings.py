@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import argparse
 
-from t5rank.commands import positive_int
+from t5rank.commands import add_overwrite, positive_int
 
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("embeddings", help="learn a word vocabulary and word2vec vectors on a "
                             "collection (TK's word embeddings)", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--output", required=True, help="directory to write (replaced when it exists)")
+  p.add_argument("--output", required=True, help="directory to write (new, empty, or an earlier "
+                                                 "output of this command with --overwrite)")
   p.add_argument("--corpus", help="corpus file instead of InsuranceQA (TSV or JSONL)")
   p.add_argument("--queries", help="queries file whose texts are added (with --corpus)")
   p.add_argument("--language", default="en", choices=("en", "zh"),
@@ -33,18 +34,24 @@ def add_parser(subparsers) -> None:
   p.add_argument("--dim", type=positive_int, default=300, help="vector size (default 300)")
   p.add_argument("--epochs", type=positive_int, default=5, help="word2vec epochs (default 5)")
   p.add_argument("--seed", type=int, default=0, help="word2vec seed (default 0)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.files import DIRECTORY, Output, holds
+
+  return ([Output("--output", args.output, DIRECTORY, holds("embeddings.json"))],
+          {"--corpus": args.corpus, "--queries": args.queries})
 
 
 def run(args: argparse.Namespace) -> int:
   import time
 
-  from t5rank.commands import refuse_overwriting_inputs
   from t5rank.data.readers import document_text, read_corpus, read_queries
   from t5rank.models.words import insuranceqa_texts, make_embeddings
 
-  refuse_overwriting_inputs("embeddings", {"--output": args.output},
-                            {"--corpus": args.corpus, "--queries": args.queries}, directories=True)
   if args.queries and not args.corpus:
     raise SystemExit("t5rank embeddings: --queries adds to a --corpus; without --corpus the texts "
                      "are InsuranceQA's")

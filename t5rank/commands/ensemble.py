@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from t5rank.commands import add_overwrite
+
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("ensemble", help="combine TK checkpoints into one that scores by their "
@@ -18,7 +20,22 @@ def add_parser(subparsers) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("checkpoints", nargs="+", help="two or more TK checkpoints")
   p.add_argument("--output", required=True, help="the checkpoint directory to write (new)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: --output may replace (with --overwrite)
+  an ensemble this command wrote."""
+  from t5rank.files import DIRECTORY, Output
+
+  return ([Output("--output", args.output, DIRECTORY, _is_ensemble)],
+          {f"CHECKPOINT {i + 1}": path for i, path in enumerate(args.checkpoints)})
+
+
+def _is_ensemble(path: str) -> bool:
+  from t5rank.checkpoints import native
+  return native.is_native_checkpoint(path) and "members" in native.read_metadata(path)
 
 
 def build_ensemble(checkpoints: list[str], output: str) -> None:
@@ -29,6 +46,7 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
   import numpy as np
 
   from t5rank.checkpoints import save_checkpoint
+  from t5rank.files import atomic_directory
   from t5rank.models.tk_reranker import TK
   from t5rank.models.words import WORDS_FILE
 
@@ -46,17 +64,13 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
       raise ValueError(f"{path} has another architecture or word list than {members[0][0]}")
   stacked = jax.tree.map(lambda *x: np.stack([np.asarray(a) for a in x]),
                          *[params for _, _, params in members])
-  os.makedirs(output, exist_ok=True)
-  first.vocabulary.save(os.path.join(output, WORDS_FILE))
-  save_checkpoint(output, stacked, first.config.replace(ensemble=len(members)),
-                  {"model": TK.name, "members": [os.path.abspath(p) for p in checkpoints]})
+  with atomic_directory(output) as directory:
+    first.vocabulary.save(os.path.join(directory, WORDS_FILE))
+    save_checkpoint(directory, stacked, first.config.replace(ensemble=len(members)),
+                    {"model": TK.name, "members": [os.path.abspath(p) for p in checkpoints]})
 
 
 def run(args: argparse.Namespace) -> int:
-  import os
-
-  if os.path.exists(os.path.join(args.output, "config.json")):
-    raise SystemExit(f"t5rank ensemble: {args.output} already holds a checkpoint")
   try:
     build_ensemble(args.checkpoints, args.output)
   except (ValueError, FileNotFoundError) as e:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from t5rank.commands import positive_int
+from t5rank.commands import add_overwrite, positive_int
 
 
 def add_parser(subparsers) -> None:
@@ -34,7 +34,21 @@ def add_parser(subparsers) -> None:
   p.add_argument("--top", type=positive_int, default=2, help="documents from the run (default 2)")
   p.add_argument("--output", required=True, help="the HTML page to write")
   p.add_argument("--png", help="the PNG to write (default: OUTPUT with .png)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def _png(args: argparse.Namespace) -> str:
+  return args.png or os.path.splitext(args.output)[0] + ".png"
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.files import Output
+
+  return ([Output("--output", args.output), Output("--png", _png(args))],
+          {"--checkpoint": args.checkpoint, "--queries": args.queries, "--corpus": args.corpus,
+           "--run": args.run})
 
 
 def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
@@ -63,16 +77,12 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-  from t5rank.commands import refuse_overwriting_inputs
-  from t5rank.data.readers import atomic_write
+  from t5rank.files import atomic_write
   from t5rank.models.reranker import load_reranker
   from t5rank.models.tk_reranker import TK
   from t5rank.models.tk_explain import explain, render_html, render_png
 
-  png = args.png or os.path.splitext(args.output)[0] + ".png"
-  refuse_overwriting_inputs("explain", {"--output": args.output, "--png": png},
-                            {"--queries": args.queries, "--corpus": args.corpus,
-                             "--run": args.run})
+  png = _png(args)
   query, documents = _inputs(args)
   reranker, params = load_reranker(args.checkpoint)
   if not isinstance(reranker, TK):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from t5rank.commands import refuse_overwriting_inputs
+from t5rank.commands import add_overwrite
 from t5rank.ranking import fusion
 from t5rank.ranking.fusion import NORMALIZATIONS, interpolate_runs, tune_weight, tune_weights
 
@@ -57,7 +57,18 @@ def add_parser(subparsers) -> None:
                       "from one run takes that run's lowest score of the query")
   p.add_argument("-o", "--output", required=True, help="the fused TREC run to write")
   p.add_argument("--tag", default="fused", help="run tag (default: fused)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.files import Output
+
+  return ([Output("-o", args.output)],
+          {**{f"RUN {i + 1}": path for i, path in enumerate(args.runs)},
+           **{f"--tune {'QRELS' if i == 0 else f'RUN {i}'}": path
+              for i, path in enumerate(args.tune or ())}})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,10 +86,6 @@ def run(args: argparse.Namespace) -> int:
   if args.tune is not None and len(args.tune) != n + 1:
     raise SystemExit(f"t5rank fuse: --tune takes the qrels and {n} held-out runs (one per run), "
                      f"got {len(args.tune)} paths")
-  refuse_overwriting_inputs("fuse", {"-o": args.output}, {
-      **{f"RUN {i + 1}": path for i, path in enumerate(args.runs)},
-      **({f"--tune {'QRELS' if i == 0 else f'RUN {i}'}": path for i, path in enumerate(args.tune)}
-         if args.tune else {})})
 
   def run_file(path: str):
     run = read_run(path)

@@ -6,7 +6,11 @@ import argparse
 import os
 import time
 
-from t5rank.commands import positive_int, refuse_overwriting_inputs
+from t5rank.commands import add_overwrite, positive_int
+
+# faiss's HNSW crashes with M = 1 and allocates M links per node and level: past a few hundred the
+# graph only costs memory (its authors use 4 to 64)
+MAX_HNSW_LINKS = 256
 
 
 def add_parser(subparsers) -> None:
@@ -29,10 +33,39 @@ def add_parser(subparsers) -> None:
                       "uniform)")
   p.add_argument("--shard-size", type=positive_int, default=8192,
                  help="documents per saved shard (default 8192)")
-  p.add_argument("--hnsw", type=int, default=0, metavar="M",
-                 help="also build a faiss HNSW graph with M links per node (e.g. 32; default: "
-                      "none, built on first use by --search hnsw)")
-  p.set_defaults(func=run)
+  p.add_argument("--hnsw", type=hnsw_links, default=0, metavar="M",
+                 help="also build a faiss HNSW graph with M links per node (2 to "
+                      f"{MAX_HNSW_LINKS}, e.g. 32; default: none, built on first use by --search "
+                      "hnsw)")
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def hnsw_links(text: str) -> int:
+  """argparse type of --hnsw: 0 (no graph) or M in 2..MAX_HNSW_LINKS."""
+  try:
+    value = int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+  if value != 0 and not 2 <= value <= MAX_HNSW_LINKS:
+    raise argparse.ArgumentTypeError(f"expected 0 (no graph) or M from 2 to {MAX_HNSW_LINKS}, got "
+                                     f"{value}")
+  return value
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: the index directory and its resumable
+  shards (OUTPUT.partial)."""
+  from t5rank.files import DIRECTORY, WORK, Output, holds
+  from t5rank.retrieval.dense import INDEX_FILE, SHARDS_MANIFEST
+
+  return ([Output("--output", args.output, DIRECTORY, holds(INDEX_FILE)),
+           Output("the resumable shards", _work_dir(args.output), WORK, holds(SHARDS_MANIFEST))],
+          {"--corpus": args.corpus, "--encoder": args.encoder})
+
+
+def _work_dir(output: str) -> str:
+  return os.path.abspath(output).rstrip(os.sep) + ".partial"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,10 +74,6 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.data.readers import check_run_id, read_corpus
   from t5rank.retrieval.dense import DenseRetriever
 
-  refuse_overwriting_inputs("index", {"--output": args.output},
-                            {"--corpus": args.corpus, "--encoder": args.encoder}, directories=True)
-  if args.hnsw < 0:
-    raise SystemExit("t5rank index: --hnsw must be 0 (none) or a positive M")
   start = time.perf_counter()
   try:
     corpus = read_corpus(args.corpus)
@@ -52,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
       check_run_id(docid, "document", args.corpus)
   except ValueError as e:
     raise SystemExit(f"t5rank index: {e}") from None
-  work_dir = args.output.rstrip(os.sep) + ".partial"
+  work_dir = _work_dir(args.output)
   try:
     retriever = DenseRetriever.build(corpus, encoder_path=args.encoder, weighting=args.weighting,
                                      work_dir=work_dir, shard_size=args.shard_size,

@@ -7,7 +7,9 @@ import argparse
 import json
 import os
 
-from t5rank.commands import refuse_overwriting_inputs
+from t5rank.commands import add_overwrite
+
+TASK_FILE = "retrieval_task.json"  # what the directory was built from, and how
 
 
 def add_parser(subparsers) -> None:
@@ -22,15 +24,23 @@ def add_parser(subparsers) -> None:
                                                  "qrels.txt")
   p.add_argument("--exclude-self", action="store_true",
                  help="the query's own item is not among its relevant results")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.files import DIRECTORY, Output, holds
+
+  return ([Output("--output", args.output, DIRECTORY, holds(TASK_FILE))],
+          {"--pairs": args.pairs, "--texts": args.texts})
 
 
 def run(args: argparse.Namespace) -> int:
-  from t5rank.data.readers import atomic_write, check_run_id, document_text, read_corpus
+  from t5rank.data.readers import check_run_id, document_text, read_corpus
   from t5rank.data.retrieval_task import check_items, closure_qrels, read_pairs
+  from t5rank.files import atomic_directory
 
-  refuse_overwriting_inputs("pairs-to-retrieval", {"--output": args.output},
-                            {"--pairs": args.pairs, "--texts": args.texts}, directories=True)
   try:
     texts = read_corpus(args.texts)
     for item in texts:
@@ -39,14 +49,18 @@ def run(args: argparse.Namespace) -> int:
     check_items(qrels, texts, args.texts)
   except (ValueError, FileNotFoundError) as e:
     raise SystemExit(f"t5rank pairs-to-retrieval: {e}") from None
-  os.makedirs(args.output, exist_ok=True)
-  with atomic_write(os.path.join(args.output, "queries.tsv")) as f:
-    f.writelines(f"{q}\t{' '.join(document_text(texts[q]).split())}\n" for q in qrels)
-  with atomic_write(os.path.join(args.output, "corpus.jsonl")) as f:
-    f.writelines(json.dumps({"id": i, "text": document_text(d)}, ensure_ascii=False) + "\n"
-                 for i, d in texts.items())
-  with atomic_write(os.path.join(args.output, "qrels.txt")) as f:
-    f.writelines(f"{q} 0 {d} 1\n" for q, docs in qrels.items() for d in docs)
+  with atomic_directory(args.output) as directory:
+    with open(os.path.join(directory, "queries.tsv"), "w", encoding="utf-8") as f:
+      f.writelines(f"{q}\t{' '.join(document_text(texts[q]).split())}\n" for q in qrels)
+    with open(os.path.join(directory, "corpus.jsonl"), "w", encoding="utf-8") as f:
+      f.writelines(json.dumps({"id": i, "text": document_text(d)}, ensure_ascii=False) + "\n"
+                   for i, d in texts.items())
+    with open(os.path.join(directory, "qrels.txt"), "w", encoding="utf-8") as f:
+      f.writelines(f"{q} 0 {d} 1\n" for q, docs in qrels.items() for d in docs)
+    with open(os.path.join(directory, TASK_FILE), "w", encoding="utf-8") as f:
+      json.dump({"pairs": os.path.abspath(args.pairs), "texts": os.path.abspath(args.texts),
+                 "exclude_self": args.exclude_self, "queries": len(qrels),
+                 "candidates": len(texts)}, f, indent=1)
   relevant = sum(len(d) for d in qrels.values()) / max(len(qrels), 1)
   print(f"{len(qrels)} queries, {len(texts)} candidates, {relevant:.2f} relevant per query; "
         f"wrote {args.output}")

@@ -8,8 +8,8 @@ import argparse
 import logging
 import time
 
-from t5rank.commands import positive_int, refuse_overwriting_inputs
-from t5rank.retrieval.bm25 import BM25, LANGUAGES, RM3
+from t5rank.commands import add_overwrite, positive_int
+from t5rank.retrieval.bm25 import BM25, KEY_FILE, LANGUAGES, RM3
 
 
 def add_parser(subparsers) -> None:
@@ -49,16 +49,23 @@ def add_parser(subparsers) -> None:
   p.add_argument("--fb-terms", type=positive_int, default=RM3.fb_terms, help="RM3 feedback terms (10)")
   p.add_argument("--original-weight", type=float, default=RM3.original_weight,
                  help="RM3 weight of the original query (0.5)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: the run, and --index, a BM25 index this
+  command reuses or (re)builds there."""
+  from t5rank.files import WORK, Output, holds
+
+  return ([Output("--output", args.output), Output("--index", args.index, WORK, holds(KEY_FILE))],
+          {"--corpus": args.corpus, "--queries": args.queries, "--candidates": args.candidates,
+           "--dense": args.dense, "--encoder": args.encoder})
 
 
 def run(args: argparse.Namespace) -> int:
   from t5rank.data.readers import check_run_id, read_corpus, read_queries, read_run, write_run
 
-  refuse_overwriting_inputs("retrieve", {"--output": args.output},
-                            {"--corpus": args.corpus, "--queries": args.queries,
-                             "--candidates": args.candidates, "--index": args.index,
-                             "--dense": args.dense})
   if not args.dense and not args.corpus:
     raise SystemExit("t5rank retrieve: --corpus is required (except with --dense INDEX)")
   if (args.encoder or args.search != "exact" or args.ef_search != 128) and not args.dense:
@@ -80,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
   try:
     result = retriever.retrieve(queries, k=args.k, candidates=candidates)
   except ValueError as e:
-    raise SystemExit(f"t5rank retrieve: {e}") from None
+    source = f"{args.candidates}: " if candidates is not None else ""
+    raise SystemExit(f"t5rank retrieve: {source}{e}") from None
   seconds = time.perf_counter() - indexed
   write_run(args.output, result, tag=retriever.name)
   print(f"{len(result)} queries, {size}; index {indexed - start:.1f}s, retrieval {seconds:.1f}s "
@@ -100,8 +108,6 @@ def _retriever(args: argparse.Namespace, corpus):
     from t5rank.retrieval.tfidf import TfIdf
     retriever = TfIdf.build(corpus)
     return retriever, f"{len(corpus)} documents, {retriever.matrix.shape[1]} terms (TF-IDF)"
-  import bm25s  # sets its logger to DEBUG when imported
-  logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
   rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight) if args.rm3 else None
   retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.language, rm3=rm3)
   return retriever, f"{len(corpus)} documents, {len(retriever.index.vocab)} terms"

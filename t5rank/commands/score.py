@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from t5rank.commands import refuse_overwriting_inputs
+from t5rank.commands import add_overwrite
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
 from t5rank.ranking.scorer import ScoringOptions
@@ -85,7 +85,20 @@ def add_parser(subparsers) -> None:
                  "remaining devices (default: -1,1, every device on data)")
   p.add_argument("--distributed", action="store_true",
                  help="call jax.distributed.initialize() first (one process per host)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: the run, the per-passage file and the
+  resumable shard directory."""
+  from t5rank.files import WORK, Output, holds
+  from t5rank.ranking.shards import MANIFEST_FILE
+
+  return ([Output("--output", args.output), Output("--per-passage-output", args.per_passage_output),
+           Output("the shard directory", args.output + ".shards", WORK, holds(MANIFEST_FILE))],
+          {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
+           "--checkpoint": args.checkpoint, "--vocab": args.vocab})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,13 +110,6 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
   from t5rank.ranking.devices import use_cpu_devices
 
-  refuse_overwriting_inputs(
-      "score", {"--output": args.output, "--per-passage-output": args.per_passage_output},
-      {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
-       "--checkpoint": args.checkpoint, "--vocab": args.vocab})
-  if os.path.islink(args.output + ".shards"):
-    raise SystemExit(f"t5rank score: {args.output}.shards is a symbolic link; the shards are "
-                     "written there, so give an output whose .shards is a plain directory")
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   logging.getLogger("t5rank").setLevel(logging.INFO)
   if args.cpu_devices is not None and args.cpu_devices < 1:

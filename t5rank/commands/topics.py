@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+from t5rank.commands import add_overwrite
+
 FIELDS = ("title", "description", "narrative")  # attributes of t5rank.data.readers.Topic
 
 
@@ -23,14 +25,21 @@ def add_parser(subparsers) -> None:
   p.add_argument("topics", help="TREC topics file (<top> <num> <title> <desc> <narr>), may be .gz")
   p.add_argument("--field", choices=FIELDS, required=True, help="which text to write")
   p.add_argument("--output", required=True, help="queries TSV to write (number<TAB>text)")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.files import Output
+
+  return [Output("--output", args.output)], {"TOPICS": args.topics}
 
 
 def run(args: argparse.Namespace) -> int:
-  from t5rank.commands import refuse_overwriting_inputs
-  from t5rank.data.readers import InputFormatError, atomic_write, read_trec_topics
+  from t5rank.data.readers import InputFormatError, read_trec_topics
+  from t5rank.files import atomic_write
 
-  refuse_overwriting_inputs("topics", {"--output": args.output}, {"TOPICS": args.topics})
   try:
     topics = read_trec_topics(args.topics)
   except InputFormatError as e:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from t5rank.commands import positive_int
+from t5rank.commands import add_overwrite, positive_int
 
 
 def add_parser(subparsers) -> None:
@@ -30,7 +30,15 @@ def add_parser(subparsers) -> None:
   p.add_argument("--queries", type=positive_int, default=None, metavar="N",
                  help="only the first N queries by id (default: all)")
   p.add_argument("--output", required=True, help="directory to write the files to")
-  p.set_defaults(func=run)
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.files import DIRECTORY, Output, holds
+
+  return [Output("--output", args.output, DIRECTORY, holds("xpr.json"))], {}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,8 @@ import json
 import os
 from typing import Optional
 
-from t5rank.data.readers import atomic_write, write_run
+from t5rank.data.readers import write_run
+from t5rank.files import atomic_directory
 
 SPLITS = {"train": "load_train", "validation": "load_valid", "test": "load_test"}
 LANGUAGES = ("en", "zh")
@@ -96,18 +97,23 @@ def export_insuranceqa(out_dir: str, split: str = "test", language: str = "en") 
 
 def write_ranking_job(out_dir: str, queries: dict[str, str], documents: dict[str, str],
                       relevant: dict[str, list[str]], pools: dict[str, list[str]],
-                      tag: str) -> dict[str, str]:
-  """Writes `queries.tsv`, `corpus.jsonl`, `qrels.txt` (relevance 1) and `pool.run` (each pool,
-  score 0, in its order, run tag `tag`) to `out_dir`, each atomically; returns {file name: path}."""
-  paths = {name: os.path.join(out_dir, name) for name in FILES}
-  os.makedirs(out_dir, exist_ok=True)
-  with atomic_write(paths["queries.tsv"]) as f:
-    f.writelines(f"{qid}\t{text}\n" for qid, text in queries.items())
-  with atomic_write(paths["corpus.jsonl"]) as f:
-    f.writelines(json.dumps({"id": docid, "text": text}, ensure_ascii=False) + "\n"
-                 for docid, text in documents.items())
-  with atomic_write(paths["qrels.txt"]) as f:
-    f.writelines(f"{qid} 0 {docid} 1\n" for qid, docids in relevant.items() for docid in docids)
-  write_run(paths["pool.run"], {qid: [(docid, 0.0) for docid in pool]
-                                for qid, pool in pools.items()}, tag=tag)
-  return paths
+                      tag: str, extra: Optional[dict[str, dict]] = None) -> dict[str, str]:
+  """Writes `queries.tsv`, `corpus.jsonl`, `qrels.txt` (relevance 1), `pool.run` (each pool,
+  score 0, in its order, run tag `tag`) and each JSON object of `extra` ({file name: object}) to
+  `out_dir` as one set (`t5rank.files.atomic_directory`: a kill leaves the old set or the new);
+  returns {file name: path}."""
+  names = list(FILES) + list(extra or {})
+  with atomic_directory(out_dir) as directory:
+    with open(os.path.join(directory, "queries.tsv"), "w", encoding="utf-8") as f:
+      f.writelines(f"{qid}\t{text}\n" for qid, text in queries.items())
+    with open(os.path.join(directory, "corpus.jsonl"), "w", encoding="utf-8") as f:
+      f.writelines(json.dumps({"id": docid, "text": text}, ensure_ascii=False) + "\n"
+                   for docid, text in documents.items())
+    with open(os.path.join(directory, "qrels.txt"), "w", encoding="utf-8") as f:
+      f.writelines(f"{qid} 0 {docid} 1\n" for qid, docids in relevant.items() for docid in docids)
+    write_run(os.path.join(directory, "pool.run"),
+              {qid: [(docid, 0.0) for docid in pool] for qid, pool in pools.items()}, tag=tag)
+    for name, content in (extra or {}).items():
+      with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+        json.dump(content, f, indent=1)
+  return {name: os.path.join(out_dir, name) for name in names}

@@ -17,17 +17,16 @@ are skipped and their count is logged instead.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gzip
 import json
 import math
 import logging
 import os
-import shutil
 import re
-import tempfile
 from typing import IO, Callable, Iterator, Mapping, Sequence
+
+from t5rank.files import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -294,50 +293,6 @@ def check_finite_run(run: Mapping[str, Sequence[tuple[str, float]]], name: str =
                      f"{docid!r}: {score!r}; refusing to rank or evaluate it")
 
 
-def _umask() -> int:
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
-
-
-@contextlib.contextmanager
-def atomic_write(path: str, mode: str = "w") -> Iterator[IO]:
-  """Opens a temporary file next to `path` and renames it to `path` only when the block succeeds,
-  so that `path` is either absent (or its old version) or complete."""
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-  try:
-    encoding = None if "b" in mode else "utf-8"
-    with os.fdopen(fd, mode, encoding=encoding) as f:
-      yield f
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output gets the usual mode
-    os.replace(tmp, path)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(tmp)
-    raise
-
-
-@contextlib.contextmanager
-def atomic_directory(directory: str) -> Iterator[str]:
-  """Yields a fresh temporary directory beside `directory`; when the block succeeds it replaces
-  `directory` (an old one is removed first), when it fails it is removed: `directory` is never
-  half-written."""
-  temporary = directory.rstrip(os.sep) + ".tmp"
-  shutil.rmtree(temporary, ignore_errors=True)
-  os.makedirs(temporary)
-  try:
-    yield temporary
-  except BaseException:
-    shutil.rmtree(temporary, ignore_errors=True)
-    raise
-  if os.path.exists(directory):
-    shutil.rmtree(directory)
-  os.rename(temporary, directory)
-
-
 def _run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iterator[str]:
   """TREC run lines `qid Q0 docid rank score tag` (with newline), in the given order, ranks from 1;
   scores are written with `repr`, so reading them back gives the same floats."""
@@ -360,6 +315,8 @@ def check_run_id(identifier: str, what: str, source: str = "") -> None:
 
 def write_run(path: str, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
   """Writes `run` as a TREC run, atomically (temporary name, then rename). Queries and candidates
-  are written in the order given; sort them before calling."""
+  are written in the order given; sort them before calling. A NaN or infinite score is refused
+  before anything is written (`check_finite_run`)."""
+  check_finite_run(run, f"the run for {path}")
   with atomic_write(path) as f:
     f.writelines(_run_lines(run, tag))

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
+from t5rank.data.readers import BadLine, read_lines
+
 
 def _find(parent: dict[str, str], item: str) -> str:
   root = item
@@ -52,20 +54,21 @@ def closure_qrels(pairs: Iterable[tuple[str, str, Optional[int]]], *,
 
 def read_pairs(path: str) -> list[tuple[str, str, Optional[int]]]:
   """Pairs from TSV lines `id1<TAB>id2` or `id1<TAB>id2<TAB>label` (label an integer, 0 for a
-  negative pair); blank lines skipped; anything else is an error naming the line."""
+  negative pair); blank lines skipped, a byte-order mark allowed (`t5rank.data.readers.read_lines`);
+  anything else, undecodable bytes too, is an error naming the file and the line."""
   pairs = []
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      parts = line.rstrip("\n").split("\t")
-      if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-        raise ValueError(f"{path}:{number}: expected id1<TAB>id2[<TAB>label], got {line.rstrip()!r}")
-      try:
-        label = int(parts[2]) if len(parts) == 3 else None
-      except ValueError:
-        raise ValueError(f"{path}:{number}: the label must be an integer, got {parts[2]!r}") from None
-      pairs.append((parts[0], parts[1], label))
+
+  def handle(line: str) -> None:
+    parts = line.split("\t")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+      raise BadLine(f"expected id1<TAB>id2[<TAB>label], got {line!r}")
+    try:
+      label = int(parts[2]) if len(parts) == 3 else None
+    except ValueError:
+      raise BadLine(f"the label must be an integer, got {parts[2]!r}") from None
+    pairs.append((parts[0], parts[1], label))
+
+  read_lines(path, handle, skip_bad=False)
   return pairs
 
 

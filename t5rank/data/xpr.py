@@ -33,7 +33,6 @@ import random
 from typing import Optional
 
 from t5rank.data.insuranceqa import load_records, split_of, write_ranking_job
-from t5rank.data.readers import atomic_write
 
 ZH_SUFFIX = ":zh"
 LANGUAGES = ("en", "zh")
@@ -115,19 +114,16 @@ def xpr_split(split: str = "test", seed: int = 0, num_queries: Optional[int] = N
 
 def export_xpr(out_dir: str, split: str = "test", seed: int = 0,
                num_queries: Optional[int] = None) -> dict[str, str]:
-  """Writes the files of a ranking job for `xpr_split(split, seed, num_queries)` to `out_dir`, each
-  atomically, and returns {file name: path}: `queries.tsv` (mixed languages), `corpus.jsonl` (every
+  """Writes the files of a ranking job for `xpr_split(split, seed, num_queries)` to `out_dir` as
+  one set (`write_ranking_job`), and returns {file name: path}: `queries.tsv` (mixed languages), `corpus.jsonl` (every
   answer in both languages), `qrels.txt`, `pool.run` (each pool, score 0, in answer-id order: the
   file ranks nothing) and `xpr.json` (split, seed, each query's language, the counts)."""
   xpr = xpr_split(split, seed, num_queries)
-  paths = write_ranking_job(out_dir, xpr.queries, xpr.documents, xpr.relevant, xpr.pools,
-                            "xpr_pool")
-  paths["xpr.json"] = os.path.join(out_dir, "xpr.json")
-  with atomic_write(paths["xpr.json"]) as f:
-    json.dump({"construction": "Chen et al. 2020, section V-A-2 (t5rank.data.xpr)", "split": split,
-               "seed": seed, "num_queries": len(xpr.queries), "counts": xpr.counts(),
-               "query_language": xpr.query_language}, f, indent=1)
-  return paths
+  description = {"construction": "Chen et al. 2020, section V-A-2 (t5rank.data.xpr)",
+                 "split": split, "seed": seed, "num_queries": len(xpr.queries),
+                 "counts": xpr.counts(), "query_language": xpr.query_language}
+  return write_ranking_job(out_dir, xpr.queries, xpr.documents, xpr.relevant, xpr.pools,
+                           "xpr_pool", extra={"xpr.json": description})
 
 
 def read_xpr_languages(path: str) -> dict[str, str]:

@@ -168,7 +168,7 @@ class Classifier(MonoT5):
     if targets is not None:
       raise ValueError(f"{checkpoint} is an encoder-only classifier: it has no target words "
                        "(--targets is for monoT5)")
-    config, params = native.restore_model(checkpoint, ClassifierConfig)
+    config, params = native.restore_model(checkpoint, ClassifierConfig, MODEL_NAME)
     if dtype:
       config = config.replace(t5=config.t5.replace(dtype=dtype))
       params = cast_params(params, dtype)

@@ -189,7 +189,8 @@ def render_png(path: str, query: str, explanations: Sequence[Explanation],
     shown.set_fontsize(8)
     table.text(0.0, 0.0, f"s_log {e.s_log:.4f}  s_len {e.s_len:.5f}  beta {e.beta:.4f}  "
                f"gamma {e.gamma:.4f}  ->  s {e.score:.4f}", fontsize=9, transform=table.transAxes)
-  fig.savefig(path + ".tmp.png")
+  from t5rank.files import atomic_write
+
+  with atomic_write(path, "wb") as f:
+    fig.savefig(f, format="png")
   plt.close(fig)
-  import os
-  os.replace(path + ".tmp.png", path)

@@ -28,7 +28,7 @@ import numpy as np
 
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes, unit_vectors
-from t5rank.models.words import UNK_ID
+from t5rank.models.words import UNK_ID, check_words
 
 logger = logging.getLogger(__name__)
 
@@ -135,11 +135,7 @@ class TK(Reranker):
   shard_order = "passage"
 
   def __init__(self, config: TKConfig, vocabulary):
-    if vocabulary.size != config.vocab_size or (
-        config.vocabulary_sha256 and vocabulary.sha256 != config.vocabulary_sha256):
-      raise ValueError(f"the word vocabulary ({vocabulary.size} ids, sha256 "
-                       f"{vocabulary.sha256[:12]}) is not the one the model was built for "
-                       f"({config.vocab_size} ids, sha256 {config.vocabulary_sha256[:12]})")
+    check_words(vocabulary, config)
     self.config = config
     self.vocabulary = vocabulary
     self._table: dict | None = None  # the query-term table of the last shard (`shard_state`)
@@ -334,7 +330,7 @@ class TK(Reranker):
     """(TK, parameters) of a TK checkpoint (`t5rank train` with a TK gin, or `t5rank ensemble`);
     TK has no scoring options, and any given is refused by name."""
     from t5rank.checkpoints import native
-    from t5rank.models.words import WordVocabulary
+    from t5rank.models.words import load_words
 
     if config_name is not None:
       options["config"] = config_name
@@ -342,9 +338,5 @@ class TK(Reranker):
       raise ValueError(f"{checkpoint} is a TK checkpoint; the options "
                        f"{', '.join(sorted(options))} are monoT5's (TK reads whole words with its "
                        "own vocabulary, has no target words and reads no first-stage score)")
-    config, params = native.restore_model(checkpoint, TKConfig)
-    vocabulary = WordVocabulary.load(checkpoint)
-    try:
-      return cls(config, vocabulary), params
-    except ValueError as e:
-      raise ValueError(f"{checkpoint}: {e}") from None
+    config, params = native.restore_model(checkpoint, TKConfig, cls.name)
+    return cls(config, load_words(config, checkpoint)), params

@@ -88,10 +88,10 @@ class WordVocabulary:
 
   def save(self, path: str) -> None:
     """words.tsv at `path` (written to a temporary name, then renamed)."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      for term, count in zip(self.terms, self.counts):
-        f.write(f"{term}\t{count}\n")
-    os.replace(path + ".tmp", path)
+    from t5rank.files import atomic_write
+
+    with atomic_write(path) as f:
+      f.writelines(f"{term}\t{count}\n" for term, count in zip(self.terms, self.counts))
 
   @classmethod
   def load(cls, path: str) -> "WordVocabulary":
@@ -111,22 +111,49 @@ class WordVocabulary:
     return cls(terms, counts)
 
 
-def load_words(config) -> WordVocabulary:
-  """The word list `config.words` names (a `t5rank embeddings` directory or a words.tsv), checked
-  against the model config's `vocab_size` and `vocabulary_sha256` (TK, the dual encoder)."""
+def load_words(config, path: Optional[str] = None) -> WordVocabulary:
+  """The word list in `path` (default `config.words`: a `t5rank embeddings` directory, a
+  checkpoint or a words.tsv), checked against the model config (`check_words`)."""
   name = type(config).__name__
-  if not config.words:
+  path = path or config.words
+  if not path:
     raise ValueError(f"{name}.words is empty: build the config from a word list (words=DIR, DIR "
                      "made by `t5rank embeddings`)")
-  vocabulary = WordVocabulary.load(config.words)
-  if vocabulary.size != config.vocab_size or vocabulary.sha256 != config.vocabulary_sha256:
-    raise ValueError(f"{config.words} is not the word list this {name} was built with "
-                     f"({config.vocab_size} ids); rebuild the config from it")
+  vocabulary = WordVocabulary.load(path)
+  check_words(vocabulary, config, os.path.join(path, WORDS_FILE) if os.path.isdir(path) else path)
   return vocabulary
+
+
+def check_words(vocabulary: WordVocabulary, config, source: str = "the word vocabulary") -> None:
+  """Raises ValueError naming `source` unless `vocabulary` has the config's `vocab_size` and
+  `vocabulary_sha256` (TK, the dual encoder): a cut or foreign word list gives other ids."""
+  if vocabulary.size != config.vocab_size or (
+      config.vocabulary_sha256 and vocabulary.sha256 != config.vocabulary_sha256):
+    raise ValueError(f"{source} ({vocabulary.size} ids, sha256 {vocabulary.sha256[:12]}) is not "
+                     f"the word list this {type(config).__name__} was built with "
+                     f"({config.vocab_size} ids, sha256 {config.vocabulary_sha256[:12]})")
 
 
 def _crc32(text: str) -> int:
   return zlib.crc32(text.encode("utf-8"))
+
+
+def _EpochProgress(epochs: int):
+  """A gensim callback printing each finished word2vec epoch (a minute or two on InsuranceQA)."""
+  import time
+
+  from gensim.models.callbacks import CallbackAny2Vec
+
+  class EpochProgress(CallbackAny2Vec):
+    def __init__(self):
+      self.epoch, self.start = 0, time.perf_counter()
+
+    def on_epoch_end(self, model):
+      self.epoch += 1
+      print(f"word2vec epoch {self.epoch}/{epochs} ({time.perf_counter() - self.start:.0f} s)",
+            flush=True)
+
+  return EpochProgress()
 
 
 def train_word2vec(texts: Sequence[str], vocabulary: WordVocabulary, *, dim: int = 300,
@@ -145,7 +172,7 @@ def train_word2vec(texts: Sequence[str], vocabulary: WordVocabulary, *, dim: int
   model.build_vocab_from_freq({t: c for t, c in zip(vocabulary.terms, vocabulary.counts)
                                if c > 0} or {t: 1 for t in known})
   model.train([[w for w in s if w in known] for s in sentences], total_examples=len(sentences),
-              epochs=epochs)
+              epochs=epochs, callbacks=[_EpochProgress(epochs)])
   vectors = np.zeros((vocabulary.size, dim), np.float32)
   for term, i in vocabulary.index.items():
     if term in model.wv.key_to_index:
@@ -157,7 +184,7 @@ def save_embeddings(directory: str, vocabulary: WordVocabulary, vectors: np.ndar
                     settings: dict) -> None:
   """Writes words.tsv, vectors.npy and embeddings.json into `directory` (built in a temporary
   directory beside it, then renamed: an interrupted run leaves no half-written directory)."""
-  from t5rank.data.readers import atomic_directory
+  from t5rank.files import atomic_directory
 
   if vectors.shape[0] != vocabulary.size:
     raise ValueError(f"{vectors.shape[0]} vectors for a vocabulary of {vocabulary.size} ids")
@@ -171,14 +198,20 @@ def save_embeddings(directory: str, vocabulary: WordVocabulary, vectors: np.ndar
 
 def load_embeddings(directory: str) -> tuple[WordVocabulary, np.ndarray]:
   """(vocabulary, vectors) of a directory `save_embeddings` wrote."""
+  from t5rank.files import load_array
+
   vocabulary = WordVocabulary.load(directory)
   path = os.path.join(directory, VECTORS_FILE)
   if not os.path.isfile(path):
     raise FileNotFoundError(f"{path} not found: {directory} holds no word vectors")
-  vectors = np.load(path)
+  vectors = load_array(path)
   if vectors.ndim != 2 or vectors.shape[0] != vocabulary.size:
     raise ValueError(f"{path}: shape {vectors.shape}, expected ({vocabulary.size}, dim) for the "
                      f"{len(vocabulary.terms)} terms of {WORDS_FILE} + 2 reserved ids")
+  bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+  if len(bad):
+    word = vocabulary.terms[bad[0] - NUM_RESERVED] if bad[0] >= NUM_RESERVED else f"id {bad[0]}"
+    raise ValueError(f"{path}: {len(bad)} row(s) hold NaN or inf, e.g. the vector of {word!r}")
   return vocabulary, vectors
 
 

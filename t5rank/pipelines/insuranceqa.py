@@ -31,6 +31,7 @@ The work directory holds:
     pretrain/      the pre-training run, as model/ (cross-lingual job)
     dense_pretrain/, dense/    the dual encoder's two training runs (cross-lingual job)
     model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
+    qrels.txt      the judgments of the queries evaluated (all 2,000, or the first --queries)
     bm25.run       BM25's top DEPTH of each query's pool
     monot5.run     the same candidates reranked by monoT5 (score: log P(true))
     hybrid.run     the same candidates by interpolated score (weight in results.json)
@@ -46,13 +47,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
 import time
 from typing import Callable, Optional, Sequence
 
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
-from t5rank.data.readers import atomic_write
+from t5rank.files import atomic_write
 
 DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
 DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
@@ -184,13 +186,10 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
     os.rename(model_dir, previous)
   elif same:
     print(f"resuming the unfinished training run in {model_dir}", flush=True)
-  os.makedirs(model_dir, exist_ok=True)
-  with atomic_write(recipe_path) as f:
-    json.dump(wanted, f, indent=1)
   gin.clear_config()
   gin_config.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
   try:
-    gin_config.train_configured()
+    gin_config.train_configured(record={RECIPE_FILE: json.dumps(wanted, indent=1)})
   finally:
     gin.clear_config()
   return final, True
@@ -236,10 +235,11 @@ def _dense(job: Job, workdir: str, bindings: Sequence[str], retrain: bool, queri
     return path if native.is_native_checkpoint(path) else os.path.join(model_dir, "final")
 
   first_dir, model_dir = (os.path.join(workdir, d) for d in ("dense_pretrain", "dense"))
+  first_bindings = [*job.dense_pretrain_bindings, *bindings]  # a later binding of a name wins
   start = _stage(f"dual encoder, first stage: {job.dense_gin_file} with "
-                 f"{', '.join(job.dense_pretrain_bindings)}")
-  _, trained_first = prepare_model(first_dir, [job.dense_gin_file],
-                                   [*job.dense_pretrain_bindings, *bindings], retrain=retrain)
+                 f"{', '.join(_effective(first_bindings))}")
+  _, trained_first = prepare_model(first_dir, [job.dense_gin_file], first_bindings,
+                                   retrain=retrain)
   first = best(first_dir)
   _done("dense pretrain" if trained_first else "load dense pretrained", start, timings, first)
   start = _stage(f"dual encoder: {job.dense_gin_file} from {first}")
@@ -259,8 +259,14 @@ def _dense(job: Job, workdir: str, bindings: Sequence[str], retrain: bool, queri
           "recipe_sha256": _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"],
           "first_stage": {"checkpoint": first, "trained_now": trained_first,
                           "step": native.read_metadata(first).get("step"),
-                          "bindings": list(job.dense_pretrain_bindings)}}
+                          "bindings": _effective(first_bindings)}}
   return run, info
+
+
+def _effective(bindings: Sequence[str]) -> list[str]:
+  """The gin bindings that take effect: of two bindings of one name, the later."""
+  last = {b.split("=", 1)[0].strip(): b for b in bindings}
+  return list(last.values())
 
 
 # ------------------------------------------------------------------------------------ the chart
@@ -324,7 +330,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   os.makedirs(workdir, exist_ok=True)
   paths = {name: os.path.join(workdir, name)
            for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run", "hybrid.run",
-                        "dense.run", "results.json", "results.png")}
+                        "dense.run", "qrels.txt", "results.json", "results.png")}
   begin = time.perf_counter()
 
   start = _stage(f"export: {job.name}")
@@ -332,6 +338,9 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   queries = read_queries(data["queries.tsv"])
   queries = dict(list(queries.items())[:num_queries])
   qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items() if qid in queries}
+  with atomic_write(paths["qrels.txt"]) as f:  # the judgments of the queries evaluated
+    f.writelines(f"{qid} 0 {docid} {label}\n" for qid, docs in qrels.items()
+                 for docid, label in docs.items())
   corpus = read_corpus(data["corpus.jsonl"])
   pool = read_run(data["pool.run"])
   _done("export", start, timings, f"{len(queries)} queries, {len(corpus)} answers")
@@ -426,7 +435,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
       "timings_s": timings, "evaluation": report,
       "files": {"bm25": paths["bm25.run"], "monot5": paths["monot5.run"],
                 "hybrid": paths["hybrid.run"],
-                "chart": paths["results.png"], "qrels": data["qrels.txt"]},
+                "chart": paths["results.png"], "qrels": paths["qrels.txt"]},
   }
   if languages is not None:
     results["languages"] = languages
@@ -444,12 +453,24 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
                   f"{', by the dual encoder (XPI, mixed)' if dense else ''}; "
                   "p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:
-    json.dump(results, f, indent=1)
+    json.dump(_finite(results), f, indent=1, allow_nan=False)
   print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
         f"{paths['dense.run'] + ', ' if dense else ''}"
         f"{paths['results.json']}, {paths['results.png']}; total {timings['total']:.1f} s",
         flush=True)
   return results
+
+
+def _finite(value):
+  """`value` with every NaN or infinite float replaced by None: JSON has no NaN (a figure that is
+  not a number, e.g. a metric of no query, is written as null)."""
+  if isinstance(value, float):
+    return value if math.isfinite(value) else None
+  if isinstance(value, dict):
+    return {k: _finite(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_finite(v) for v in value]
+  return value
 
 
 def _language_report(qrels, systems, xpr_json: str) -> dict:

@@ -179,6 +179,12 @@ def tune_weights(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Run], *,
   grid = simplex_grid(len(runs)) if grid is None else [tuple(float(w) for w in g) for g in grid]
   if not grid:
     raise ValueError("an empty grid of weights")
+  judged = {q for q, docs in qrels.items() if any(label > 0 for label in docs.values())}
+  tuned = judged & set().union(*(run.keys() for run in runs))
+  if not tuned:
+    raise ValueError(f"the tuning qrels judge a relevant document for {len(judged)} queries, none "
+                     "of them a query of the tuning runs: every weight would score 0 (give the "
+                     "held-out queries' qrels and runs)")
   fusable = _Fusable(runs, normalization=normalization, union=union)
   values = {g: float(per_query(qrels, fusable.fuse(g), [metric])[metric].mean()) for g in grid}
   best = max(range(len(grid)), key=lambda i: (values[grid[i]], -i))  # ties: the earlier

@@ -214,7 +214,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
           for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
   run, winners = shards.rank_documents(rows, options.aggregation)
   if per_passage_output:
-    from t5rank.data.readers import atomic_write
+    from t5rank.files import atomic_write
 
     with atomic_write(per_passage_output) as f:
       for pair, lp, pp in rows:

@@ -16,7 +16,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Run, atomic_write
+from t5rank.data.readers import Run
+from t5rank.files import atomic_write
 from t5rank.ranking.candidates import Pair
 from t5rank.ranking.passages import aggregate
 

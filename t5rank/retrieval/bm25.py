@@ -43,12 +43,12 @@ import json
 import logging
 import os
 import re
-import shutil
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from t5rank.data.readers import Document, Run, document_text
+from t5rank.files import atomic_directory
 from t5rank.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
@@ -133,6 +133,14 @@ def index_key(corpus: Mapping[str, Document], *, k1: float, b: float, language: 
           "num_docs": len(corpus), "corpus_sha256": digest.hexdigest()}
 
 
+def _bm25s():
+  """The bm25s module, with its logger kept at WARNING (it sets itself to DEBUG when imported)."""
+  import bm25s
+
+  logging.getLogger(bm25s.__name__).setLevel(logging.WARNING)
+  return bm25s
+
+
 class BM25Index:
   """A BM25 index around a `bm25s.BM25`: `weights` (documents x terms, CSC) is its score matrix,
   each term's BM25 contribution in each document; `term_freqs` (documents x terms, CSR) holds the
@@ -162,7 +170,7 @@ class BM25Index:
   def build(cls, corpus: Mapping[str, Document], *, k1: float, b: float,
             language: str) -> BM25Index:
     """Tokenizes `corpus` and computes the BM25 weights with bm25s."""
-    import bm25s
+    bm25s = _bm25s()
     import scipy.sparse as sp
 
     if not corpus:
@@ -187,27 +195,20 @@ class BM25Index:
     if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(
         os.path.join(directory, KEY_FILE)):
       raise FileExistsError(f"{directory} exists and is not a t5rank index; not overwriting it")
-    tmp = f"{directory.rstrip(os.sep)}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_directory(directory) as tmp:
       self.bm25.save(tmp, show_progress=False)
       with open(os.path.join(tmp, DOC_IDS_FILE), "w", encoding="utf-8") as f:
         json.dump(self.doc_ids, f, ensure_ascii=False)
       sp.save_npz(os.path.join(tmp, TERM_FREQS_FILE), self.term_freqs)
       with open(os.path.join(tmp, KEY_FILE), "w", encoding="utf-8") as f:
-        json.dump(self.key, f, indent=1)  # written last: its presence marks a complete index
-    except BaseException:
-      shutil.rmtree(tmp, ignore_errors=True)
-      raise
-    shutil.rmtree(directory, ignore_errors=True)
-    os.rename(tmp, directory)
+        json.dump(self.key, f, indent=1)
 
   @classmethod
   def load(cls, directory: str) -> BM25Index:
     """Reads an index written by `save`."""
-    import bm25s
     import scipy.sparse as sp
 
+    bm25s = _bm25s()
     with open(os.path.join(directory, KEY_FILE), encoding="utf-8") as f:
       key = json.load(f)
     bm25 = bm25s.BM25.load(directory, show_progress=False)
@@ -307,7 +308,8 @@ def search(index: BM25Index, query: str, *, k: int = 1000, rm3: RM3 | None = Non
   if candidates is not None:
     missing = [d for d in candidates if d not in index.doc_index]
     if missing:
-      raise KeyError(f"{len(missing)} candidate document(s) are not in the corpus, e.g. {missing[0]!r}")
+      raise ValueError(f"{len(missing)} candidate document(s) are not in the corpus, e.g. "
+                       f"{missing[0]!r}")
     cand = np.fromiter((index.doc_index[d] for d in candidates), dtype=np.int64)
   scores = index.score(query_weights(index, query, rm3, cand))
   return [(index.doc_ids[i], float(scores[i])) for i in index.rank(scores, k, cand)]
@@ -324,8 +326,8 @@ def retrieve(index: BM25Index, queries: Mapping[str, str], *, k: int = 1000, rm3
     cand = None if candidates is None else [d for d, _ in candidates[qid]]
     try:
       run[qid] = search(index, query, k=k, rm3=rm3, candidates=cand)
-    except KeyError as e:
-      raise KeyError(f"query {qid!r}: {e.args[0]}") from None
+    except ValueError as e:
+      raise ValueError(f"query {qid!r}: {e}") from None
   return run
 
 

@@ -25,13 +25,16 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Document, Run, atomic_directory, atomic_write, document_text
+from t5rank.data.readers import Document, Run, document_text
+from t5rank.files import (atomic_directory, atomic_write, check_manifest, file_manifest,
+                          load_array)
 from t5rank.retrieval.base import Retriever
 from t5rank.retrieval.encoders import TextEncoder, load_encoder
 
 SEARCHES = ("exact", "flat", "hnsw")
 INDEX_FILE, VECTORS_FILE, DOCIDS_FILE, WEIGHTS_FILE, HNSW_FILE = (
     "index.json", "vectors.npy", "docids.txt", "weights.npy", "hnsw.faiss")
+SHARDS_MANIFEST = "manifest.json"
 SHARD_SIZE = 8192
 CORPUS_CHUNK = 65536  # documents per device matrix product in exact search
 
@@ -45,15 +48,16 @@ def corpus_hash(docids: Sequence[str], texts: Sequence[str]) -> str:
 
 def encode_corpus(encoder: TextEncoder, texts: Sequence[str], work_dir: str, *,
                   shard_size: int = SHARD_SIZE, identity: Optional[dict] = None,
-                  progress: bool = True) -> np.ndarray:
+                  progress: bool = True, docids: Optional[Sequence[str]] = None) -> np.ndarray:
   """(n, dim) document vectors of `texts`, encoded in shards saved to `work_dir` as they finish
-  (shard-00000.npy, ...). A rerun with the same `identity` (encoder, corpus, shard size) reuses
-  the saved shards; a different one is refused rather than mixed in."""
+  (shard-00000.npz, ...: the vectors and the hash of the job and of the shard's texts). A rerun
+  with the same `identity` (encoder, corpus, shard size) reuses the saved shards whose hash is
+  theirs; a different job is refused rather than mixed in, and so is a shard of other texts."""
   from tqdm import tqdm
 
   identity = dict(identity or {}, shard_size=shard_size, encoder=encoder.fingerprint)
   os.makedirs(work_dir, exist_ok=True)
-  manifest = os.path.join(work_dir, "manifest.json")
+  manifest = os.path.join(work_dir, SHARDS_MANIFEST)
   if os.path.isfile(manifest):
     with open(manifest) as f:
       saved = json.load(f)
@@ -64,23 +68,50 @@ def encode_corpus(encoder: TextEncoder, texts: Sequence[str], work_dir: str, *,
   else:
     with atomic_write(manifest) as f:
       json.dump(identity, f, indent=1)
+  job = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+  docids = list(docids) if docids is not None else [str(i) for i in range(len(texts))]
   shards = []
   bar = tqdm(total=len(texts), unit="doc", desc="encoding", disable=not progress)
   for number, start in enumerate(range(0, len(texts), shard_size)):
-    path = os.path.join(work_dir, f"shard-{number:05d}.npy")
+    path = os.path.join(work_dir, f"shard-{number:05d}.npz")
     chunk = texts[start:start + shard_size]
+    key = corpus_hash([job, *docids[start:start + shard_size]], ["", *chunk])
     if os.path.isfile(path):
-      vectors = np.load(path)
+      vectors = _read_shard(path, key)
     else:
       vectors = encoder.encode(chunk, "document")
+      check_finite_vectors(vectors, docids[start:start + shard_size],
+                           f"the vectors {encoder.source} gives")
       with atomic_write(path, "wb") as f:
-        np.save(f, vectors)
+        np.savez(f, vectors=vectors, key=np.array(key))
     shards.append(vectors)
     bar.update(len(chunk))
   bar.close()
   if not shards:
     return np.zeros((0, encoder.dim), np.float32)
   return np.concatenate(shards)
+
+
+def _read_shard(path: str, key: str) -> np.ndarray:
+  """The vectors of a saved shard, after checking it was encoded from the texts `key` hashes."""
+  try:
+    with np.load(path) as saved:
+      vectors, saved_key = saved["vectors"], str(saved["key"])
+  except (OSError, ValueError, KeyError, EOFError) as e:
+    raise ValueError(f"{path}: not a readable shard ({e}); delete it to encode it again") from None
+  if saved_key != key:
+    raise ValueError(f"{path} holds the vectors of other texts than this shard's (another corpus "
+                     "or position); delete it to encode it again")
+  return vectors
+
+
+def check_finite_vectors(vectors: np.ndarray, docids: Sequence[str], what: str) -> None:
+  """Raises ValueError naming the count and the first document when a vector holds NaN or inf:
+  such a vector would be indexed and ranked by `nan`."""
+  bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+  if len(bad):
+    raise ValueError(f"{what} hold NaN or inf for {len(bad)} document(s), e.g. "
+                     f"{docids[bad[0]]!r}; refusing to index them")
 
 
 class DenseRetriever(Retriever):
@@ -92,6 +123,7 @@ class DenseRetriever(Retriever):
                settings: Optional[dict] = None, hnsw=None):
     if vectors.shape != (len(docids), encoder.dim):
       raise ValueError(f"{vectors.shape} vectors for {len(docids)} documents of dim {encoder.dim}")
+    check_finite_vectors(vectors, docids, "the document vectors")
     self.encoder, self.docids, self.vectors = encoder, list(docids), vectors
     self.position = {d: i for i, d in enumerate(self.docids)}
     self.settings = dict(settings or {})
@@ -116,7 +148,7 @@ class DenseRetriever(Retriever):
       vectors = encoder.encode(texts, "document")
     else:
       vectors = encode_corpus(encoder, texts, work_dir, shard_size=shard_size, identity=identity,
-                              progress=progress)
+                              progress=progress, docids=docids)
     retriever = cls(encoder, docids, vectors, settings={"weighting": weighting,
                                                         "corpus": identity["corpus"]})
     if hnsw_m:
@@ -125,6 +157,9 @@ class DenseRetriever(Retriever):
 
   def build_hnsw(self, m: int = 32, ef_construction: int = 200) -> None:
     import faiss
+
+    if m < 2:  # faiss crashes on M = 1
+      raise ValueError(f"an HNSW graph needs M >= 2 links per node, got {m}")
     index = faiss.IndexHNSWFlat(self.encoder.dim, m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
     index.add(np.ascontiguousarray(self.vectors))
@@ -142,9 +177,10 @@ class DenseRetriever(Retriever):
       if self.hnsw is not None:
         import faiss
         faiss.write_index(self.hnsw, os.path.join(temporary, HNSW_FILE))
+      files = file_manifest(temporary)
       with open(os.path.join(temporary, INDEX_FILE), "w") as f:
-        json.dump(dict(self.settings, documents=len(self.docids), **self.encoder.describe()), f,
-                  indent=1)
+        json.dump(dict(self.settings, documents=len(self.docids), **self.encoder.describe(),
+                       files=files), f, indent=1)
 
   @classmethod
   def load(cls, directory: str, *, encoder_path: Optional[str] = None,
@@ -154,18 +190,24 @@ class DenseRetriever(Retriever):
     path = os.path.join(directory, INDEX_FILE)
     if not os.path.isfile(path):
       raise FileNotFoundError(f"{path} not found: {directory} is not a `t5rank index` directory")
-    with open(path) as f:
-      settings = json.load(f)
+    try:
+      with open(path, encoding="utf-8") as f:
+        settings = json.load(f)
+      source, fingerprint = settings["source"], settings["fingerprint"]
+    except (ValueError, KeyError) as e:
+      raise ValueError(f"{path}: not an index description of `t5rank index` ({e})") from None
+    if "files" in settings:  # indexes of t5rank before 2026-11-26 carry no manifest
+      check_manifest(directory, settings["files"], f"the index {directory}")
     weights_path = os.path.join(directory, WEIGHTS_FILE)
-    weights = np.load(weights_path) if os.path.isfile(weights_path) else None
-    encoder = load_encoder(encoder_path or settings["source"],
+    weights = load_array(weights_path) if os.path.isfile(weights_path) else None
+    encoder = load_encoder(encoder_path or source,
                            weighting=settings.get("weighting", "uniform"), weights=weights,
                            **options)
-    if encoder.fingerprint != settings["fingerprint"]:
+    if encoder.fingerprint != fingerprint:
       raise ValueError(f"the index {directory} was built with another encoder than "
-                       f"{encoder.source} (fingerprints {settings['fingerprint'][:12]} and "
+                       f"{encoder.source} (fingerprints {fingerprint[:12]} and "
                        f"{encoder.fingerprint[:12]}): query it with the encoder that built it "
-                       f"({settings['source']}) or rebuild it with `t5rank index`")
+                       f"({source}) or rebuild it with `t5rank index`")
     with open(os.path.join(directory, DOCIDS_FILE), encoding="utf-8") as f:
       docids = [line.rstrip("\n") for line in f]
     hnsw = None
@@ -174,8 +216,15 @@ class DenseRetriever(Retriever):
       hnsw = faiss.read_index(os.path.join(directory, HNSW_FILE))
     keep = {k: v for k, v in settings.items() if k in ("weighting", "corpus", "hnsw_m",
                                                        "ef_construction")}
-    return cls(encoder, docids, np.load(os.path.join(directory, VECTORS_FILE)), settings=keep,
-               hnsw=hnsw)
+    vectors_path = os.path.join(directory, VECTORS_FILE)
+    vectors = load_array(vectors_path)
+    if vectors.shape != (len(docids), encoder.dim):
+      raise ValueError(f"{vectors_path}: shape {vectors.shape}, expected ({len(docids)}, "
+                       f"{encoder.dim}) for the documents of {DOCIDS_FILE} and the encoder")
+    try:
+      return cls(encoder, docids, vectors, settings=keep, hnsw=hnsw)
+    except ValueError as e:
+      raise ValueError(f"{vectors_path}: {e}") from None
 
   def retrieve(self, queries: Mapping[str, str], *, k: int = 1000,
                candidates: Optional[Run] = None) -> Run:
@@ -209,7 +258,8 @@ class DenseRetriever(Retriever):
       if self.hnsw is None:
         self.build_hnsw()
       index = self.hnsw
-      index.hnsw.efSearch = max(self.ef_search, k)
+      # efSearch past the number of documents visits nothing more and only allocates
+      index.hnsw.efSearch = min(max(self.ef_search, k), max(len(self.docids), 1))
     return index.search(queries, k)
 
   def _rerank(self, qids: Sequence[str], vectors: np.ndarray, candidates: Run) -> Run:

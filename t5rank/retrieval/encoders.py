@@ -170,9 +170,9 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
         raise ValueError(f"{path} is a trained dual encoder: it encodes with the uniform average "
                          "it was trained with; IDF weighting is for `t5rank embeddings` vectors")
       from t5rank.models.dual_encoder import DualEncoderConfig
-      from t5rank.models.words import WordVocabulary
-      config, params = native.restore_model(path, DualEncoderConfig)
-      vocabulary = WordVocabulary.load(path)
+      from t5rank.models.words import load_words
+      config, params = native.restore_model(path, DualEncoderConfig, model)
+      vocabulary = load_words(config, path)
       query = np.asarray(params["query"]["embedding"])
       document = np.asarray(params["document"]["embedding"]) if "document" in params else query
       return WordAverage(vocabulary, {"query": query, "document": document},
@@ -183,7 +183,7 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
         raise ValueError("IDF weighting is for `t5rank embeddings` vectors, not a T5 encoder")
       from t5rank.models.dual_encoder import T5DualEncoderConfig
       from t5rank.models.vocab import Vocabulary
-      config, params = native.restore_model(path, T5DualEncoderConfig)
+      config, params = native.restore_model(path, T5DualEncoderConfig, model)
       vocab = Vocabulary(os.path.join(path, config.vocabulary), extra_ids=0)
       return T5Mean(config.t5, params["t5"], vocab, max_length=config.max_document_length,
                     query_length=config.max_query_length, source=path)

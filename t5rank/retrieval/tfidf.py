@@ -12,7 +12,8 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from t5rank.data.readers import Document, Run, atomic_directory, document_text
+from t5rank.data.readers import Document, Run, document_text
+from t5rank.files import atomic_directory
 from t5rank.retrieval.base import Retriever
 
 TOKEN_PATTERN = r"(?u)\w+"

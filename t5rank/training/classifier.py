@@ -51,7 +51,8 @@ class ClassifierTrainable(Seq2Seq):
       return classifier.init_params(self.config, rng)
     if native.is_native_checkpoint(init.checkpoint) and (
         native.read_metadata(init.checkpoint).get("model") == classifier.MODEL_NAME):
-      config, params = native.restore_model(init.checkpoint, classifier.ClassifierConfig)
+      config, params = native.restore_model(init.checkpoint, classifier.ClassifierConfig,
+                                             classifier.MODEL_NAME)
       if config.t5.replace(dropout_rate=self.config.t5.dropout_rate) != self.config.t5:
         raise ValueError(f"{init.checkpoint} is a classifier of another architecture")
       return params

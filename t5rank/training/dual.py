@@ -67,7 +67,7 @@ class DualEncoder(Trainable):
     from t5rank.models.words import load_embeddings
 
     if native.is_native_checkpoint(init.checkpoint):
-      config, loaded = native.restore_model(init.checkpoint, DualEncoderConfig)
+      config, loaded = native.restore_model(init.checkpoint, DualEncoderConfig, MODEL_NAME)
       shape = ("vocabulary_sha256", "vocab_size", "embedding_dim", "shared")
       if any(getattr(config, f) != getattr(self.config, f) for f in shape):
         raise ValueError(f"{init.checkpoint} is a dual encoder of another word list or shape "
@@ -143,7 +143,8 @@ class T5DualEncoder(DualEncoder):
     if init.checkpoint is None:
       return {"t5": init_params(self.config.t5, rng), **head}
     if native.read_metadata(init.checkpoint).get("model") == T5_MODEL_NAME:
-      config, loaded = native.restore_model(init.checkpoint, T5DualEncoderConfig)
+      config, loaded = native.restore_model(init.checkpoint, T5DualEncoderConfig,
+                                             T5_MODEL_NAME)
       if config.t5 != self.config.t5:
         raise ValueError(f"{init.checkpoint} is a T5 dual encoder of another architecture")
       return loaded

@@ -22,7 +22,10 @@ Running the same command again after the process was killed resumes from the las
 from __future__ import annotations
 
 import ast
+import difflib
 import os
+import re
+import tokenize
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,7 +52,10 @@ def _gin_value(value: str) -> str:
 
 
 def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str] = ()) -> None:
-  """Loads gin files and bindings, with the repository root on the search path for includes."""
+  """Loads gin files and then `bindings` (from `--gin.NAME=VALUE`), with the repository root on the
+  search path for includes. A binding of a macro that no gin file defines (a misspelling such as
+  TRAIN_STEP) is refused, as gin refuses an unknown configurable; a syntax error, or a macro left
+  `%gin.REQUIRED`, raises ValueError naming the file and line or the flag to give."""
   import gin
 
   import t5rank.tasks  # noqa: F401  (registers the tasks and their gin-configurable data locations)
@@ -58,19 +64,49 @@ def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str]
   if not gin_files:
     raise SystemExit("t5rank train: give at least one --gin_file (e.g. "
                      "gin/experiments/tiny_insuranceqa_bm25_cpu.gin)")
-  gin.parse_config_files_and_bindings(gin_files, bindings)
+  gin.clear_config()  # a process may train more than once (the demo, tests)
+  try:
+    gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
+    _check_macros(bindings)
+    gin.parse_config_files_and_bindings([], bindings)
+  except SyntaxError as e:
+    raise ValueError(f"{e.filename}:{e.lineno}: gin syntax error: {e.msg}") from None
+  except tokenize.TokenError as e:  # an unclosed bracket: gin's tokenizer names no file
+    raise ValueError(f"gin syntax error: {e.args[0]} at line {e.args[1][0]} of "
+                     f"{' or '.join(gin_files)} (or a file it includes)") from None
+  except ValueError as e:
+    required = re.match(r"(\w+)/macro\.value set to `%gin.REQUIRED`", str(e))
+    if required:
+      raise ValueError(f"{required[1]} is required by the gin files: give "
+                       f"--gin.{required[1]}=VALUE") from None
+    raise
 
 
-def train_configured() -> dict[str, float]:
-  """Runs `t5rank.training.trainer.train` with the gin configuration loaded by `parse_gin` (recorded first in
-  MODEL_DIR/config.gin); returns its last reported metrics."""
+def _check_macros(bindings: list[str]) -> None:
+  """Raises ValueError for a binding `NAME = ...` of a macro the parsed gin files do not define."""
+  import gin
+
+  defined = re.findall(r"^([A-Za-z_]\w*) = ", gin.config_str(), flags=re.M)
+  for binding in bindings:
+    name = binding.split("=", 1)[0].strip()
+    if "." in name or "/" in name:
+      continue  # a configurable's parameter: gin itself refuses an unknown one
+    try:
+      gin.query_parameter(f"%{name}")
+    except ValueError:
+      close = difflib.get_close_matches(name, defined, n=1)
+      raise ValueError(f"--gin.{name}: no gin file defines the macro {name}"
+                       + (f"; did you mean {close[0]}?" if close else
+                          f" (they define {', '.join(sorted(defined))})")) from None
+
+
+def train_configured(record: dict[str, str] = {}) -> dict[str, float]:
+  """Runs `t5rank.training.trainer.train` with the gin configuration loaded by `parse_gin`, which
+  is recorded in MODEL_DIR/config.gin (with `record`'s other files) once the trainer has checked
+  that MODEL_DIR is new or holds this run; returns its last reported metrics."""
   import gin
 
   from t5rank.training import trainer as train_lib
 
   train_with_gin = gin.get_configurable(train_lib.train)  # registered by the gin files
-  model_dir = gin.query_parameter("%MODEL_DIR")
-  os.makedirs(model_dir, exist_ok=True)
-  with open(os.path.join(model_dir, "config.gin"), "w") as f:
-    f.write(gin.config_str())
-  return train_with_gin()
+  return train_with_gin(record={"config.gin": gin.config_str(), **record})

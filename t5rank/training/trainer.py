@@ -183,19 +183,27 @@ def _save(manager, state: State, data_position: dict) -> None:
 
 
 def _restore(manager, trainer: Trainer, run: dict, model: Trainable) -> tuple[State, int]:
-  """The latest checkpoint's state, after checking it belongs to the same run settings."""
+  """The latest checkpoint's state, after checking (on its small JSON part, before the arrays are
+  read) that it belongs to the same run settings."""
   import orbax.checkpoint as ocp
   step = manager.latest_step()
-  restored = manager.restore(step, args=ocp.args.Composite(
-      state=ocp.args.StandardRestore(trainer.abstract_state), data=ocp.args.JsonRestore()))
-  saved = restored["data"]
+  saved = manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
   changed = {k: (saved.get(k), v) for k, v in run.items() if saved.get(k) != v
-             and not (k == "config" and saved.get(k) is not None and model.same_config(saved[k]))}
+             and not (k == "config" and saved.get(k) is not None and _same_config(model, saved[k]))}
   if changed:
     details = ", ".join(f"{k}: checkpoint {a!r} vs now {b!r}" for k, (a, b) in changed.items())
     raise ValueError(f"{manager.directory} holds step {step} of a run with other settings "
                      f"({details}); use a new MODEL_DIR or the same settings to resume")
+  restored = manager.restore(step, args=ocp.args.Composite(
+      state=ocp.args.StandardRestore(trainer.abstract_state)))
   return restored["state"], int(saved["step"])
+
+
+def _same_config(model: Trainable, saved_json: str) -> bool:
+  try:  # the config of another model family does not even parse as this one's
+    return model.same_config(saved_json)
+  except (TypeError, ValueError, KeyError):
+    return False
 
 
 def _to_jsonable(value: Any) -> Any:
@@ -251,7 +259,8 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
           train_steps: int, batch_size: int, model_dir: str, init: Init = Init(),
           optimization: Optimization = Optimization(), loop: Loop = Loop(), pack: bool = False,
           mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
-          dataset_fn: Optional[DatasetFn] = None) -> dict[str, float]:
+          dataset_fn: Optional[DatasetFn] = None,
+          record: Mapping[str, str] = {}) -> dict[str, float]:
   """Trains `model_config` on `task_name` for `train_steps` steps; returns the last reported
   metrics. The model's `Trainable` (`t5rank.training.trainable.trainable_for`) supplies the loss,
   the parameters, the data and the export: monoT5 for a T5Config, TK for a TKConfig.
@@ -275,9 +284,18 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
     dataset_fn: `fn(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
       num_shards)` yielding this host's rows of each global batch as numpy arrays; default the
       model's (T5: `t5rank.data.training_data.training_dataset`).
+    record: {file name: text} written into `model_dir` beside config.json (the gin configuration),
+      once `model_dir` is known to be new or to hold this run.
   """
   from clu import metric_writers
 
+  from t5rank.files import WORK, Output, check_outputs, holds
+
+  if train_steps < 1:
+    raise ValueError(f"train_steps (TRAIN_STEPS) must be at least 1, got {train_steps}: a model "
+                     "that never trained is not exported")
+  check_outputs([Output("MODEL_DIR", model_dir, WORK,
+                        holds("checkpoints", "config.json", "config.gin", "final"))], {})
   model = trainable_for(model_config, optimization)
   model.check(task_name, init, optimization, loop)
   config = model.config
@@ -293,13 +311,17 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
                          if init.term_matching_heads else {})})
   is_chief = jax.process_index() == 0
   os.makedirs(model_dir, exist_ok=True)
-  if is_chief:
-    with open(os.path.join(model_dir, "config.json"), "w") as f:
-      f.write(config.to_json())
-
   manager = _checkpoint_manager(model_dir, loop.keep_checkpoints)
-  if manager.latest_step() is not None:
+  resuming = manager.latest_step() is not None
+  if resuming:  # refused before anything of this run is written when it is another run's
     state, step = _restore(manager, trainer, run, model)
+  if is_chief:
+    from t5rank.files import atomic_write
+
+    for name, text in {"config.json": config.to_json(), **record}.items():
+      with atomic_write(os.path.join(model_dir, name)) as f:
+        f.write(text)
+  if resuming:
     print(f"resumed from {manager.directory}/{step}", flush=True)
   else:
     rng = jax.random.PRNGKey(seed)
@@ -310,6 +332,10 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
       params = model.init_params(rng, init)
     state, step = trainer.init_fn(params), 0
 
+  say = functools.partial(print, flush=True) if is_chief else lambda *_: None
+  say(f"step {step}/{train_steps}: preparing the training data ({task_name}) and compiling the "
+      "step")
+  started = time.perf_counter()
   shard_index, num_shards = partitioning.host_data_shard(mesh, batch_size)
   batches = dataset_fn(task_name, batch_size=batch_size,
                        feature_lengths=dict(feature_lengths), seed=seed, start_step=step, pack=pack,
@@ -324,6 +350,9 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
   try:
     while step < train_steps:
       local = next(batches)
+      if step + 1 == first_step:
+        say(f"data ready in {time.perf_counter() - started:.1f} s; compiling the step")
+        started = time.perf_counter()
       state, metrics = trainer.step_fn(state, partitioning.global_batch(mesh, local, batch_size))
       step += 1
       pending.append((metrics, model.batch_counts(local)))
@@ -335,12 +364,15 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
         continue  # the host dispatches ahead; the device's metrics stay there until a sync step
       _sync(pending, progress, step, manager)
       pending = []
+      if step == first_step:
+        say(f"step {step} done in {time.perf_counter() - started:.1f} s (compilation included)")
       if logging_now:
         scalars, line = progress.report(step)
         writer.write_scalars(step, scalars)
         if is_chief:
           print(line, flush=True)
       if evaluating:
+        say(f"step {step}: evaluating")
         results = {f"eval/{k}": v for k, v in loop.eval_fn(state["params"], config).items()}
         writer.write_scalars(step, results)
         if is_chief:
