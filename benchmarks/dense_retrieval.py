@@ -24,7 +24,8 @@ METRICS = "MAP@100,MRR,MRR@10,recall@100,recall@1000"
 
 
 def cli(*argv: str) -> str:
-  """Runs `t5rank argv`, returns its standard output (raises on failure)."""
+  """Runs `t5rank argv`, returns its standard output (raises on failure). The benchmark rewrites
+  its own runs on every call (--overwrite)."""
   from t5rank import cli as t5rank_cli
   out = io.StringIO()
   with contextlib.redirect_stdout(out):
@@ -47,11 +48,11 @@ def rerank(checkpoint: str, files: dict, out: str, runs: dict, names: list, repo
     write_run(top, {q: c[:100] for q, c in read_run(runs[name]).items()}, tag=name)
     scored = os.path.join(out, f"{name}_top100_bm25scores.run")
     cli("retrieve", "--corpus", files["corpus.jsonl"], "--queries", files["queries.tsv"],
-        "--candidates", top, "--output", scored)
+        "--candidates", top, "--output", scored, "--overwrite")
     path = os.path.join(out, f"{name}_top100_bm25scores_monot5.run")
     start = time.perf_counter()
     cli("score", "--checkpoint", checkpoint, "--queries", files["queries.tsv"], "--corpus",
-        files["corpus.jsonl"], "--run", scored, "--output", path, "--window", "0")
+        files["corpus.jsonl"], "--run", scored, "--output", path, "--window", "0", "--overwrite")
     report["timings"][f"rerank/{name}"] = {"seconds": time.perf_counter() - start}
     reranked.append(path)
     tops.append(top)
@@ -109,7 +110,7 @@ def main() -> None:
       path = os.path.join(out, f"{name}.run")
       start = time.perf_counter()
       line = cli("retrieve", "--queries", files["queries.tsv"], "--output", path, "--k", "1000",
-                 *flags).strip()
+                 "--overwrite", *flags).strip()
       report["timings"][f"{split}/{name}"] = {"seconds": time.perf_counter() - start, "log": line}
       print(f"{split} {name}: {line}", flush=True)
       runs[name] = path
@@ -140,7 +141,8 @@ def main() -> None:
       valid = os.path.join(args.out, "validation")
       line = cli("fuse", runs["bm25"], runs[first], "--union", "--metric", "MAP@100", "--tune",
                  os.path.join(valid, "data", "qrels.txt"), os.path.join(valid, "bm25.run"),
-                 os.path.join(valid, f"{first}.run"), "-o", os.path.join(out, "hybrid.run"))
+                 os.path.join(valid, f"{first}.run"), "-o", os.path.join(out, "hybrid.run"),
+                 "--overwrite")
       print(line, flush=True)
       report["fusion"] = line
       runs["hybrid"] = os.path.join(out, "hybrid.run")
