@@ -31,12 +31,13 @@ from t5rank.models.reranker import cast_params  # noqa: E402
 from t5rank.testing import random_params  # noqa: E402
 
 
-def measure(name: str, batch: int, length: int, repeats: int) -> list[dict]:
+def measure(name: str, batch: int, length: int, repeats: int,
+            dtypes: tuple[str, ...] = ("float32", "bfloat16")) -> list[dict]:
   rows, scores = [], {}
   ids = np.random.default_rng(0).integers(3, 32000, (batch, length)).astype(np.int32)
   ids[:, -1] = 1  # EOS
   tokens = jax.device_put(ids)
-  for dtype in ("float32", "bfloat16"):
+  for dtype in dtypes:
     config = get_config(name, dropout_rate=0.0, dtype=dtype)
     params = jax.device_put(cast_params(random_params(config, std=0.05), dtype))
     step = jax.jit(lambda p, t, config=config: score_step(p, t, config=config,
@@ -56,7 +57,8 @@ def measure(name: str, batch: int, length: int, repeats: int) -> list[dict]:
                  "tokens/s": batch * length / seconds,
                  "TFLOP/s": 2 * encoder * batch * length / seconds / 1e12})
     print(rows[-1], flush=True)
-  rows[-1]["difference"] = float(np.abs(scores["bfloat16"] - scores["float32"]).max())
+  if len(scores) == 2:
+    rows[-1]["difference"] = float(np.abs(scores["bfloat16"] - scores["float32"]).max())
   return rows
 
 

@@ -32,6 +32,8 @@ COMMANDS = {
 }
 
 
+# commands that compile JAX programs (t5rank.compilation caches them across runs)
+COMPILING_COMMANDS = ("score", "train", "demo", "index", "retrieve", "explain")
 # commands whose data pipeline imports TensorFlow (SeqIO)
 TENSORFLOW_COMMANDS = ("train", "demo", "inspect-task")
 
@@ -59,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
       description="monoT5 document ranking in JAX: train, score, retrieve, evaluate.")
   parser.add_argument("--debug", action="store_true",
                       help="show the Python traceback of an error instead of its one-line message")
+  parser.add_argument("--no-compilation-cache", action="store_true",
+                      help="compile every program anew instead of reusing JAX's persistent cache "
+                           "(t5rank.compilation; also T5RANK_COMPILATION_CACHE=0)")
   subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   for module in COMMANDS.values():
     importlib.import_module(module).add_parser(subparsers)
@@ -79,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     args.extra = extra
   if args.command in TENSORFLOW_COMMANDS:
     import_tensorflow_quietly()
+  if args.command in COMPILING_COMMANDS and not args.no_compilation_cache:
+    from t5rank.compilation import enable_compilation_cache
+
+    enable_compilation_cache()
   # User errors (bad input, missing files, unreadable checkpoints, refused resumes, NaN stops) end
   # in one line on stderr.
   try:

@@ -62,6 +62,10 @@ def add_parser(subparsers) -> None:
                  help="on a CPU: the devices each batch is split over, each computing its share on "
                  "its own (default: one per core this process may use; 1 gives one device using all "
                  "cores). No effect on GPU/TPU")
+  p.add_argument("--length-bucket", type=int, metavar="N",
+                 help="pad lengths to multiples of N: fewer shapes to compile (worth it on a GPU "
+                 "or TPU, where each compilation takes seconds), more padding (default: the "
+                 "model's own, 64 tokens for monoT5, 32 words for TK)")
   p.add_argument("--shard-size", type=int, default=ScoringOptions.shard_size,
                  help="passages per output shard (the unit of resumption)")
   p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")
@@ -79,6 +83,10 @@ def add_parser(subparsers) -> None:
   p.add_argument("--dtype", choices=("float32", "bfloat16"),
                  help="cast the parameters and activations (default: as stored, float32 for "
                  "t5rank's checkpoints; float32 is the reference)")
+  p.add_argument("--precision", choices=scorer.PRECISIONS,
+                 help="matrix products: float32 (full float32 on every backend), tensorfloat32 "
+                 "(TF32 on an NVIDIA GPU: faster, about 3 decimal digits) or bfloat16 (default: "
+                 "bfloat16 with --dtype bfloat16, else float32)")
   p.add_argument("--mesh", type=mesh_shape, default=ScoringOptions.mesh_shape, metavar="DATA,MODEL",
                  help="device mesh over this host's devices, as in training: parameters are split "
                  "over MODEL by the trainer's logical-axis rules, batches over DATA; -1 = all the "
@@ -123,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
     options = ScoringOptions(
         aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
-        skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh)
+        skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh,
+        precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
+        length_bucket=args.length_bucket)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     candidates = check_candidates(read_run(args.run), queries, corpus,
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))

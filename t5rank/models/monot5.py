@@ -101,11 +101,11 @@ class MonoT5(Reranker):
             for i, (q, d) in enumerate(zip(queries, passages))]
 
   def batches(self, examples: Sequence[Sequence[int]], *, batch_tokens: int,
-              row_multiple: int = 1) -> list[Batch]:
-    from t5rank.ranking.batching import bucket_batches
+              row_multiple: int = 1, length_bucket: Optional[int] = None) -> list[Batch]:
+    from t5rank.ranking.batching import BUCKET_STEP, bucket_batches
 
     return bucket_batches(examples, batch_tokens=batch_tokens, max_length=self.max_length,
-                          row_multiple=row_multiple)
+                          row_multiple=row_multiple, step=length_bucket or BUCKET_STEP)
 
   def score_batch(self, params, arrays):
     (tokens,) = arrays

@@ -44,10 +44,12 @@ class Reranker(abc.ABC):
     score for models that read it."""
 
   @abc.abstractmethod
-  def batches(self, examples: Sequence[Any], *, batch_tokens: int,
-              row_multiple: int = 1) -> list[Batch]:
+  def batches(self, examples: Sequence[Any], *, batch_tokens: int, row_multiple: int = 1,
+              length_bucket: Optional[int] = None) -> list[Batch]:
     """The examples padded into batches of about `batch_tokens` padded tokens, row counts a
-    multiple of `row_multiple` (the data-parallel devices), every example in exactly one batch."""
+    multiple of `row_multiple` (the data-parallel devices), lengths padded to a multiple of
+    `length_bucket` (None: the model's own; larger: fewer shapes to compile, more padding), every
+    example in exactly one batch."""
 
   @abc.abstractmethod
   def score_batch(self, params, arrays: Sequence[Any]) -> tuple[Any, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -226,7 +226,8 @@ class TK(Reranker):
     return {"params": params, "terms": jax.device_put(terms, replicated(mesh)),
             "query_start": jax.device_put(query_start, replicated(mesh))}
 
-  def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1) -> list[Batch]:
+  def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1,
+              length_bucket: Optional[int] = None) -> list[Batch]:
     """Batches of distinct documents and the query terms of the pairs that read them, packed in
     rows (module docstring): arrays (document ids (G, Dg, n), row_doc (G, Rg), term query, term
     offset, term pair (G, Rg, P) and term mask, pair_row (G, Ng), item_slot (G·Ng,)), G =
@@ -243,8 +244,8 @@ class TK(Reranker):
     order = np.argsort(doc_of, kind="stable")
     bounds = np.searchsorted(doc_of[order], np.arange(len(docs) + 1))
     lengths = np.array([len(d) for d in docs], np.int64)
-    buckets = np.minimum(-(-np.maximum(lengths, 1) // DOCUMENT_BUCKET) * DOCUMENT_BUCKET,
-                         c.max_document_length)
+    step = length_bucket or DOCUMENT_BUCKET
+    buckets = np.minimum(-(-np.maximum(lengths, 1) // step) * step, c.max_document_length)
     min_rows = -(-c.max_query_length // TERMS_PER_ROW)  # the longest query fits an empty group
     batches: list[Batch] = []
     for length in np.unique(buckets):

@@ -35,7 +35,7 @@ def batch_rows(length: int, batch_tokens: int, row_multiple: int = 1) -> list[in
 
 
 def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_length: int,
-                   row_multiple: int = 1) -> list[Batch]:
+                   row_multiple: int = 1, step: int = BUCKET_STEP) -> list[Batch]:
   """Sequences sorted by length into buckets (`bucket_lengths`), each bucket cut into full batches
   of batch_tokens // length rows and a last batch of the smallest `batch_rows` size that holds the
   rest; so a job compiles at most 4 shapes per bucket. Rows past a batch's items are all padding;
@@ -46,7 +46,7 @@ def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_lengt
   order = np.argsort(lengths, kind="stable")
   sorted_lengths = lengths[order]
   batches, start = [], 0
-  for length in bucket_lengths(max_length):
+  for length in bucket_lengths(max_length, step):
     stop = int(np.searchsorted(sorted_lengths, length, side="right"))
     sizes = batch_rows(length, batch_tokens, row_multiple)
     for first in range(start, stop, sizes[0]):

@@ -45,11 +45,19 @@ from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
 logger = logging.getLogger(__name__)
 
 
+# The precision of matrix products (JAX's `default_matmul_precision`): float32 products are full
+# float32 on every backend (a GPU would otherwise compute them in TF32); tensorfloat32 and bfloat16
+# trade exactness for speed where the hardware has them (on a CPU all three are float32 products).
+PRECISIONS = ("float32", "tensorfloat32", "bfloat16")
+
+
 @dataclasses.dataclass(frozen=True)
 class ScoringOptions:
   """How candidates become scored passages and a run. `batch_tokens` is the padded token budget of
   one batch (None: `default_batch_tokens`); `shard_size` the number of passages per output shard;
-  `mesh_shape` the (data, model) mesh over this host's devices, (-1, 1) = all on data."""
+  `mesh_shape` the (data, model) mesh over this host's devices, (-1, 1) = all on data;
+  `precision` that of matrix products (`PRECISIONS`); `length_bucket` the multiple lengths are
+  padded to (None: the reranker's own)."""
   aggregation: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE
@@ -59,6 +67,8 @@ class ScoringOptions:
   skip_missing: bool = False
   tag: str = "t5rank"
   mesh_shape: tuple[int, int] = (-1, 1)
+  precision: str = "float32"
+  length_bucket: Optional[int] = None
 
   def __post_init__(self):
     if self.shard_size < 1:
@@ -69,6 +79,10 @@ class ScoringOptions:
       raise ValueError(f"the run tag must be a non-empty word without whitespace, got {self.tag!r}")
     if self.window < 0 or self.stride < 1:
       raise ValueError(f"window must be >= 0 and stride >= 1, got {self.window}, {self.stride}")
+    if self.length_bucket is not None and self.length_bucket < 1:
+      raise ValueError(f"length_bucket must be positive, got {self.length_bucket}")
+    if self.precision not in PRECISIONS:
+      raise ValueError(f"unknown precision {self.precision!r}; choose one of {PRECISIONS}")
 
 
 def score_batches(reranker: Reranker, state, batches: Iterable[Batch], num_items: int, *,
@@ -175,8 +189,10 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   todo = [k for k in mine if not shards.check_shard(
       shards.shard_path(directory, k, num_shards), shard_pairs[k])]
   logger.info("%d pairs in %d shards; this host (%d of %d) has %d shards, %d already done; %s on "
-              "a (data %d, model %d) mesh", len(pairs), num_shards, host, hosts, len(mine),
-              len(mine) - len(todo), reranker.describe(), mesh.shape["data"], mesh.shape["model"])
+              "a (data %d, model %d) mesh of %s, %s matrix products", len(pairs), num_shards,
+              host, hosts, len(mine), len(mine) - len(todo), reranker.describe(),
+              mesh.shape["data"], mesh.shape["model"], mesh.devices.flat[0].platform,
+              options.precision)
 
   device_params = place_params(params, reranker.param_axes(), mesh)
 
@@ -186,10 +202,11 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
         [queries[p.qid] for p in chunk], [passages[p.docid][p.window] for p in chunk],
         [first_stage[p.qid, p.docid] for p in chunk] if first_stage is not None else None)
     return k, examples, reranker.batches(examples, batch_tokens=batch_tokens,
-                                         row_multiple=mesh.shape["data"])
+                                         row_multiple=mesh.shape["data"],
+                                         length_bucket=options.length_bucket)
 
   total = sum(len(shard_pairs[k]) for k in mine)
-  with tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
+  with jax.default_matmul_precision(options.precision), tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
             desc="scoring", disable=not progress, smoothing=0.05,
             mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log file: every 30 s
     for k, examples, batches in prefetch(map(prepare, todo)):
@@ -227,13 +244,17 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
 def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Sequence[str],
                 first_stage: Optional[Sequence[float]] = None, *, mesh=None,
-                batch_tokens: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+                batch_tokens: Optional[int] = None,
+                precision: str = "float32") -> tuple[np.ndarray, np.ndarray]:
   """(score, P) of each (query, passage) pair, in memory: the scorer's encoding, batching and device
   path without candidates files or shards (training-time evaluation, benchmarks, notebooks)."""
+  import jax
+
   mesh = mesh if mesh is not None else scoring_mesh()
   device_params = place_params(params, reranker.param_axes(), mesh)
   examples = reranker.encode(queries, passages, first_stage)
   batches = reranker.batches(examples, batch_tokens=batch_tokens or default_batch_tokens(mesh),
                              row_multiple=mesh.shape["data"])
-  return score_batches(reranker, reranker.shard_state(device_params, examples, mesh=mesh), batches,
-                       len(examples), mesh=mesh)
+  with jax.default_matmul_precision(precision):
+    return score_batches(reranker, reranker.shard_state(device_params, examples, mesh=mesh),
+                         batches, len(examples), mesh=mesh)

@@ -1,0 +1,460 @@
+"""One prepared check for a lent accelerator: what only a GPU (or TPU) can show, in one call.
+
+    # on the CPU: the inputs and the CPU's own figures (about 3 minutes; runs/devcheck, ~25 MB)
+    python benchmarks/device_check.py prepare --monot5 runs/mono20/final --tk runs/tk20/best
+    # on the device, from the repository root (about 6 minutes; one table at the end)
+    python benchmarks/device_check.py run --inputs runs/devcheck
+    # both with tiny shapes on this CPU, as tests/test_device_check.py runs it
+    python benchmarks/device_check.py tiny
+
+What `run` measures, each section within its own time limit (a section that fails or runs out is
+reported as such and the others go on):
+  peak        the device's bfloat16 and float32 matrix-product rate (a square product)
+  precision   T5-base with seeded random weights on real InsuranceQA ids: log P with float32,
+              tensorfloat32 and bfloat16 products against the CPU's float32 (computed by `prepare`);
+              `t5rank score` end to end with the demo-recipe monoT5 against the CPU's run
+  TK          `t5rank score` with TK on the same pairs: compilations (count, seconds), wall clock and
+              pairs/s, with TK's own length buckets and with one bucket (`--length-bucket`), against
+              the CPU's rate
+  cache       the monoT5 run twice with a fresh compilation cache: programs compiled, wall clock
+  step        T5-base and T5-large scoring steps in bfloat16 (`device_speed.measure`): TFLOP/s of the
+              encoder and its share of the measured peak
+  end to end  `t5rank score` with T5-base (random weights) in bfloat16: pairs/s against the step's
+  TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base
+`prepare` writes the inputs (the first --queries test queries' pools, their answers, BM25's run),
+the CPU's reference scores and rates, and a paper-size TK built on --tk's word list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+PRECISION_ROWS, PRECISION_LENGTH = 64, 256
+SEED = 0
+
+# `t5rank ...` in a fresh process, with its compilations counted (JAX's monitoring events)
+_COUNTING = """
+import collections, json, sys, time
+import jax.monitoring as m
+n, s = collections.Counter(), collections.Counter()
+m.register_event_listener(lambda e, **k: n.update([e]))
+m.register_event_duration_secs_listener(lambda e, d, **k: (n.update([e]), s.update({e: d})))
+from t5rank.cli import main
+start = time.perf_counter()
+code = main(sys.argv[1:])
+print("COUNTS " + json.dumps({"wall": time.perf_counter() - start, "code": code,
+      "compiled": n["/jax/core/compile/backend_compile_duration"],
+      "compile_s": s["/jax/core/compile/backend_compile_duration"],
+      "cache_hits": n["/jax/compilation_cache/cache_hits"],
+      "cache_misses": n["/jax/compilation_cache/cache_misses"]}))
+"""
+
+
+def t5rank(argv: list[str], timeout: float, cache: Optional[str] = None) -> dict:
+  """Runs `t5rank argv` in a new process (compilation cache off, or in `cache`); returns its
+  wall clock, compilations and exit status, or {"timeout": seconds} when it ran out of time."""
+  env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1",
+             T5RANK_COMPILATION_CACHE="1" if cache else "0", T5RANK_CACHE_DIR=cache or "")
+  start = time.perf_counter()
+  try:
+    done = subprocess.run([sys.executable, "-c", _COUNTING, *argv], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    return {"timeout": time.perf_counter() - start}
+  counts = [line for line in done.stdout.splitlines() if line.startswith("COUNTS ")]
+  if done.returncode or not counts:
+    raise RuntimeError(f"t5rank {argv[0]} failed ({done.returncode}): {done.stderr[-600:]}")
+  return json.loads(counts[-1][len("COUNTS "):])
+
+
+def score_argv(inputs: str, checkpoint: str, output: str, *extra: str) -> list[str]:
+  return ["score", "--checkpoint", checkpoint, "--queries", f"{inputs}/queries.tsv",
+          "--corpus", f"{inputs}/corpus.jsonl.gz", "--run", f"{inputs}/bm25.run.gz",
+          "--output", output, "--window", "0", *extra]
+
+
+def log_p_differences(run: str, reference: str) -> float:
+  """The largest |d score| of the same (query, document) in two runs."""
+  from t5rank.data.readers import read_run
+  a, b = read_run(run), read_run(reference)
+  return max(abs(s - dict(b[q])[d]) for q, docs in a.items() for d, s in docs)
+
+
+# ------------------------------------------------------------------------------------- prepare
+
+
+def t5_base_params(name: str):
+  """Seeded random weights of model config `name` and their fingerprint. Their std of 1 gives the
+  two target logits a spread (log P from -2.8 to -0.26 on T5-small), where std .05 would give every
+  pair log 1/2 and hide a product's error."""
+  from t5rank.models.config import get_config
+  from t5rank.ranking.scorer import params_fingerprint
+  from t5rank.testing import random_params
+
+  config = get_config(name, dropout_rate=0.0)
+  params = random_params(config, seed=SEED, std=1.0)
+  return config, params, params_fingerprint(params)
+
+
+def precision_ids(queries: dict, corpus: dict, run: dict, rows: int, length: int) -> np.ndarray:
+  """(rows, length) T5 ids of the first pairs of `run`, `Query: q Document: d Relevant:`."""
+  from t5rank.data.readers import document_text
+  from t5rank.models.inputs import TemplateIds, assemble
+  from t5rank.models.vocab import load_vocabulary
+
+  vocab = load_vocabulary()
+  marks = TemplateIds(vocab)
+  pairs = [(q, d) for q, docs in run.items() for d, _ in docs][:rows]
+  ids = np.zeros((rows, length), np.int32)
+  for row, (q, d) in enumerate(pairs):
+    piece = assemble(vocab.encode(queries[q]), vocab.encode(document_text(corpus[d])), marks,
+                     length)
+    ids[row, :len(piece)] = piece
+  return ids
+
+
+def log_p(config, params, ids: np.ndarray) -> np.ndarray:
+  import jax
+  from t5rank.models.monot5 import score_step
+  step = jax.jit(score_step, static_argnames=("config", "target_ids"))
+  return np.asarray(step(params, ids, config=config, target_ids=(1176, 6136))[0], np.float64)
+
+
+def paper_size_tk(words_from: str, out: str) -> str:
+  """A TK of the paper's size (300-d, 16 heads of 32) with random weights, on `words_from`'s word
+  list (a TK checkpoint): for speed, which does not depend on the weights."""
+  import jax
+
+  from t5rank.models.tk import tk_config
+  from t5rank.training.pairwise import PairwiseTK
+
+  trainable = PairwiseTK(tk_config(words_from, embedding_dim=300, num_heads=16))
+  params = trainable.init_params(jax.random.PRNGKey(SEED), _no_init())
+  trainable.export(out, jax.tree.map(np.asarray, params), {"step": 0, "note": "random weights"})
+  return out
+
+
+def _no_init():
+  from t5rank.training.trainer import Init
+  return Init()
+
+
+def prepare(args: argparse.Namespace) -> None:
+  from t5rank.data.insuranceqa import load_split
+  from t5rank.data.readers import Document, read_run
+  from t5rank.retrieval.bm25 import BM25
+
+  out = args.out
+  os.makedirs(out, exist_ok=True)
+  split = load_split("test", "en", args.queries)
+  corpus = {d: Document(split.answers[d]) for d in sorted({d for pool in split.pools.values()
+                                                          for d in pool}, key=int)}
+  queries = split.queries
+  with open(f"{out}/queries.tsv", "w") as f:
+    f.writelines(f"{q}\t{t}\n" for q, t in queries.items())
+  with gzip.open(f"{out}/corpus.jsonl.gz", "wt") as f:
+    f.writelines(json.dumps({"id": d, "text": doc.text}) + "\n" for d, doc in corpus.items())
+  retriever = BM25.open(corpus, None)  # Anserini's k1 .9, b .4, as the demo
+  run = retriever.retrieve(queries, k=1000, candidates={q: [(d, 0.0) for d in pool]
+                                                        for q, pool in split.pools.items()})
+  with gzip.open(f"{out}/bm25.run.gz", "wt") as f:
+    f.writelines(f"{q} Q0 {d} {r + 1} {s!r} bm25\n" for q, docs in run.items()
+                 for r, (d, s) in enumerate(docs))
+  pairs = sum(map(len, run.values()))
+  print(f"{len(queries)} queries, {len(corpus)} answers, {pairs} pairs", flush=True)
+  for name, source in (("monot5", args.monot5), ("tk", args.tk)):
+    shutil.copytree(source, f"{out}/{name}", dirs_exist_ok=False)
+  paper_size_tk(f"{out}/tk", f"{out}/tk_paper")
+  cpu = {"pairs": pairs}
+  for name in ("monot5", "tk"):
+    result = t5rank(score_argv(out, f"{out}/{name}", f"{out}/cpu_{name}.run"), timeout=1800)
+    cpu[name] = result
+    print(f"CPU {name}: {result}", flush=True)
+  config, params, fingerprint = t5_base_params(args.precision_model)
+  ids = precision_ids(queries, corpus, read_run(f"{out}/cpu_monot5.run"), args.precision_rows,
+                      PRECISION_LENGTH)
+  np.savez(f"{out}/precision.npz", ids=ids, log_p=log_p(config, params, ids))
+  cpu["precision"] = {"model": args.precision_model, "fingerprint": fingerprint,
+                      "rows": args.precision_rows}
+  with open(f"{out}/cpu.json", "w") as f:
+    json.dump(cpu, f, indent=1)
+
+
+# ----------------------------------------------------------------------------------------- run
+
+
+class Report:
+  """Rows (section, measure, value, note) printed as one table at the end."""
+
+  def __init__(self, path: Optional[str] = None):
+    self.rows: list[tuple[str, str, str, str]] = []
+    self.path = path  # rewritten after every row: a check stopped half-way keeps what it found
+
+  def add(self, section: str, measure: str, value, note: str = "") -> None:
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    self.rows.append((section, measure, text, note))
+    print(f"[{section}] {measure}: {text} {note}", flush=True)
+    if self.path:
+      with open(self.path, "w") as f:
+        f.write(self.table() + "\n")
+
+  def section(self, name: str, budget: float, fn: Callable[[float], None]) -> None:
+    start = time.perf_counter()
+    try:
+      fn(budget)
+    except Exception as e:  # a failed section is a finding, not the end of the check
+      self.add(name, "FAILED", type(e).__name__, str(e)[:300].replace("\n", " "))
+    self.add(name, "section seconds", time.perf_counter() - start)
+
+  def table(self) -> str:
+    lines = ["| section | measure | value | note |", "| --- | --- | --- | --- |"]
+    lines += [f"| {' | '.join(r)} |" for r in self.rows]
+    return "\n".join(lines)
+
+
+def matmul_rate(n: int, dtype: str, precision: str = "default", repeats: int = 10) -> float:
+  """TFLOP/s of an n x n x n product on the default device (random operands)."""
+  import jax
+  import jax.numpy as jnp
+
+  keys = jax.random.split(jax.random.PRNGKey(0))
+  a, b = (jax.random.normal(k, (n, n), jnp.float32).astype(dtype) for k in keys)
+  product = jax.jit(lambda x, y: jnp.matmul(x, y, precision=precision))
+  product(a, b).block_until_ready()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    out = product(a, b)
+  out.block_until_ready()
+  return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def run(args: argparse.Namespace) -> Report:
+  import jax
+
+  inputs, work = args.inputs, args.work or tempfile.mkdtemp(prefix="device_check.")
+  with open(f"{inputs}/cpu.json") as f:
+    cpu = json.load(f)
+  report = Report(args.table)
+  device = jax.devices()[0]
+  report.add("device", "kind", f"{device.device_kind} ({device.platform})",
+             f"jax {jax.__version__}, {len(jax.devices())} device(s)")
+  tiny = args.tiny
+  peak = {}
+
+  def peak_section(budget: float) -> None:
+    n = 256 if tiny else 8192
+    peak["bfloat16"] = matmul_rate(n, "bfloat16")
+    report.add("peak", f"bfloat16 {n}^3 product", peak["bfloat16"], "TFLOP/s")
+    report.add("peak", f"float32 {n}^3 product, highest", matmul_rate(n, "float32", "highest"),
+               "TFLOP/s")
+    report.add("peak", f"float32 {n}^3 product, tensorfloat32", matmul_rate(n, "float32", "high"),
+               "TFLOP/s")
+
+  def precision_section(budget: float) -> None:
+    from t5rank.models.reranker import cast_params
+
+    reference = np.load(f"{inputs}/precision.npz")
+    config, params, fingerprint = t5_base_params(cpu["precision"]["model"])
+    if fingerprint != cpu["precision"]["fingerprint"]:
+      report.add("precision", "weights", "differ from the CPU's", "comparison void")
+      return
+    params = jax.device_put(params)
+    for precision in ("float32", "tensorfloat32"):
+      with jax.default_matmul_precision(precision):
+        got = log_p(config, params, reference["ids"])
+      report.add("precision", f"{cpu['precision']['model']} {precision} products: max "
+                 "|d log P| vs CPU",
+                 float(np.abs(got - reference["log_p"]).max()),
+                 f"{len(got)} pairs x {reference['ids'].shape[1]} ids, |log P| up to "
+                 f"{np.abs(reference['log_p']).max():.3g}")
+    config16 = config.replace(dtype="bfloat16")
+    got = log_p(config16, jax.device_put(cast_params(params, "bfloat16")), reference["ids"])
+    report.add("precision", "bfloat16 weights and products: max |d log P| vs CPU",
+               float(np.abs(got - reference["log_p"]).max()))
+    for precision in ("float32", "tensorfloat32"):
+      out = f"{work}/monot5_{precision}.run"
+      result = t5rank(score_argv(inputs, f"{inputs}/monot5", out, "--precision", precision),
+                      timeout=budget / 2)
+      if "timeout" in result:
+        report.add("precision", f"t5rank score monoT5 {precision}", "ran out of time")
+        continue
+      report.add("precision", f"t5rank score monoT5 {precision}: max |d log P| vs CPU run",
+                 log_p_differences(out, f"{inputs}/cpu_monot5.run"),
+                 f"{cpu['pairs']} pairs; {result['wall']:.1f} s")
+
+  def tk_section(budget: float) -> None:
+    rate = cpu["pairs"] / cpu["tk"]["wall"]
+    report.add("TK", "CPU (2-core VM): t5rank score", rate, f"pairs/s, {cpu['tk']['wall']:.1f} s, "
+               f"{cpu['tk']['compiled']} compilations ({cpu['tk']['compile_s']:.1f} s)")
+    for label, extra in (("TK's buckets (32 words)", []), ("one bucket", ["--length-bucket",
+                                                                         "1000"])):
+      result = t5rank(score_argv(inputs, f"{inputs}/tk", f"{work}/tk_{len(extra)}.run", *extra),
+                      timeout=budget / 2)
+      if "timeout" in result:
+        report.add("TK", f"{label}: t5rank score", "ran out of time",
+                   f"{result['timeout']:.0f} s")
+        continue
+      pairs_s = cpu["pairs"] / result["wall"]
+      report.add("TK", f"{label}: t5rank score", pairs_s,
+                 f"pairs/s, {result['wall']:.1f} s, {pairs_s / rate:.1f}x the CPU; "
+                 f"{result['compiled']} compilations, {result['compile_s']:.1f} s")
+      report.add("TK", f"{label}: max |d s| vs CPU run",
+                 log_p_differences(f"{work}/tk_{len(extra)}.run", f"{inputs}/cpu_tk.run"))
+
+  def cache_section(budget: float) -> None:
+    cache = f"{work}/cache"
+    for attempt in ("first", "second"):
+      result = t5rank(score_argv(inputs, f"{inputs}/monot5", f"{work}/cache_{attempt}.run"),
+                      timeout=budget / 2, cache=cache)
+      if "timeout" in result:
+        report.add("cache", f"{attempt} run", "ran out of time")
+        return
+      report.add("cache", f"{attempt} run: wall clock", result["wall"],
+                 f"s; {result['cache_misses']} compiled, {result['cache_hits']} from the cache")
+
+  def step_section(budget: float) -> None:
+    import device_speed
+
+    runs = ([("tiny", 8, 32)] if tiny else
+            [("t5_base", 128, 256), ("t5_base", 512, 256), ("t5_large", 256, 256)])
+    for name, batch, length in runs:
+      for row in device_speed.measure(name, batch, length, 3 if tiny else 20,
+                                      dtypes=("bfloat16",)):
+        share = row["TFLOP/s"] / peak["bfloat16"] if peak.get("bfloat16") else float("nan")
+        report.add("step", f"{name} bfloat16 {batch} x {length}", row["TFLOP/s"],
+                   f"encoder TFLOP/s, {share:.0%} of the measured peak; {row['pairs/s']:.0f} "
+                   f"pairs/s; compile {row['compile']:.1f} s")
+
+  def end_to_end_section(budget: float) -> None:
+    from t5rank.checkpoints import save_checkpoint
+    from t5rank.models.config import get_config
+    from t5rank.testing import random_params
+
+    name = "tiny" if tiny else "t5_base"
+    config = get_config(name, dropout_rate=0.0)
+    checkpoint = f"{work}/{name}"
+    if not os.path.exists(checkpoint):
+      save_checkpoint(checkpoint, random_params(config, seed=SEED, std=0.05), config,
+                      {"feature_lengths": {"inputs": 256}})
+    for label, ckpt, extra in (
+        (f"monoT5 {name} bfloat16", checkpoint, ["--dtype", "bfloat16", "--length-bucket", "256"]),
+        ("TK paper size", f"{inputs}/tk_paper", ["--length-bucket", "1000"])):
+      result = t5rank(score_argv(inputs, ckpt, f"{work}/e2e_{len(extra)}.run", *extra),
+                      timeout=budget / 2)
+      if "timeout" in result:
+        report.add("end to end", label, "ran out of time")
+        continue
+      report.add("end to end", f"{label}: t5rank score", cpu["pairs"] / result["wall"],
+                 f"pairs/s over {cpu['pairs']} pairs, {result['wall']:.1f} s with start-up; "
+                 f"{result['compiled']} compilations, {result['compile_s']:.1f} s")
+
+  budgets = {"peak": 30, "precision": 90, "TK": 120, "cache": 70, "step": 100, "end to end": 130}
+  sections = {"peak": peak_section, "precision": precision_section, "TK": tk_section,
+              "cache": cache_section, "step": step_section, "end to end": end_to_end_section}
+  for name, fn in sections.items():
+    if not args.sections or name in args.sections.split(","):
+      report.section(name, budgets[name] * (0.2 if tiny else 1), fn)
+  print(report.table(), flush=True)
+  return report
+
+
+# ---------------------------------------------------------------------------------------- tiny
+
+
+def tiny(args: argparse.Namespace) -> Report:
+  """prepare + run with micro models and synthetic text on this CPU (tests/test_device_check.py)."""
+  import jax
+
+  from t5rank.checkpoints import save_checkpoint
+  from t5rank.models.config import get_config
+  from t5rank.models.tk import tk_config
+  from t5rank.models.words import WordVocabulary, save_embeddings
+  from t5rank.testing import random_params
+  from t5rank.training.pairwise import PairwiseTK
+
+  out = args.out
+  os.makedirs(out, exist_ok=True)
+  words = "car life policy cover claim premium term annuity income home".split()
+  rng = np.random.default_rng(0)
+  docs = {f"d{i}": " ".join(rng.choice(words, 12 + i % 40)) for i in range(60)}
+  queries = {f"q{i}": " ".join(rng.choice(words, 4)) for i in range(6)}
+  with open(f"{out}/queries.tsv", "w") as f:
+    f.writelines(f"{q}\t{t}\n" for q, t in queries.items())
+  with gzip.open(f"{out}/corpus.jsonl.gz", "wt") as f:
+    f.writelines(json.dumps({"id": d, "text": t}) + "\n" for d, t in docs.items())
+  with gzip.open(f"{out}/bm25.run.gz", "wt") as f:
+    f.writelines(f"{q} Q0 d{i} {i + 1} {-i}.0 bm25\n" for q in queries for i in range(30))
+  config = get_config("tiny", dropout_rate=0.0)
+  save_checkpoint(f"{out}/monot5", random_params(config, seed=1, std=0.2), config)
+  vocabulary = WordVocabulary.build(docs.values(), min_count=1)
+  vectors = rng.normal(size=(vocabulary.size, 8)).astype(np.float32)
+  save_embeddings(f"{out}/words", vocabulary, vectors, {"source": "device_check tiny"})
+  tk = PairwiseTK(tk_config(f"{out}/words", embedding_dim=8, num_heads=2))
+  tk.export(f"{out}/tk", jax.tree.map(np.asarray, tk.init_params(jax.random.PRNGKey(0),
+                                                                  _no_init())), {"step": 0})
+  shutil.copytree(f"{out}/tk", f"{out}/tk_paper")
+  cpu = {"pairs": 6 * 30}
+  for name in ("monot5", "tk"):
+    cpu[name] = t5rank(score_argv(out, f"{out}/{name}", f"{out}/cpu_{name}.run"), timeout=300)
+  cfg, params, fingerprint = t5_base_params("tiny")
+  ids = np.random.default_rng(0).integers(3, 32000, (4, 32)).astype(np.int32)
+  np.savez(f"{out}/precision.npz", ids=ids, log_p=log_p(cfg, params, ids))
+  cpu["precision"] = {"model": "tiny", "fingerprint": fingerprint, "rows": 4}
+  with open(f"{out}/cpu.json", "w") as f:
+    json.dump(cpu, f, indent=1)
+  args.inputs, args.work = out, f"{out}/work"
+  os.makedirs(args.work, exist_ok=True)
+  return run(args)
+
+
+def main() -> None:
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  commands = parser.add_subparsers(dest="command", required=True)
+  p = commands.add_parser("prepare", help="the inputs and the CPU's figures")
+  p.add_argument("--out", default="runs/devcheck")
+  p.add_argument("--monot5", required=True, help="a monoT5 checkpoint (the demo's recipe)")
+  p.add_argument("--tk", required=True, help="a TK checkpoint")
+  p.add_argument("--queries", type=int, default=300, help="test queries whose pools are scored")
+  p.add_argument("--precision-model", default="t5_base")
+  p.add_argument("--precision-rows", type=int, default=PRECISION_ROWS)
+  r = commands.add_parser("run", help="the check, on the device")
+  r.add_argument("--inputs", default="runs/devcheck")
+  r.add_argument("--work", help="scratch directory (default: a new temporary one)")
+  r.add_argument("--sections", help="comma-separated subset of the sections")
+  r.add_argument("--table", help="also write the table to this file")
+  t = commands.add_parser("tiny", help="prepare and run with tiny shapes on this CPU")
+  t.add_argument("--out", required=True)
+  t.add_argument("--sections")
+  t.add_argument("--table")
+  args = parser.parse_args()
+  if args.command == "prepare":
+    prepare(args)
+  elif args.command == "run":
+    args.tiny = False
+    run(args)
+  else:
+    args.tiny = True
+    tiny(args)
+
+
+if __name__ == "__main__":
+  main()
