@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import sentencex
 
 from t5rank.data.readers import Document, document_text
 
@@ -25,6 +24,8 @@ AGGREGATIONS = ("maxp", "firstp", "sump", "meanp")
 
 def split_sentences(text: str, language: str = "en") -> list[str]:
   """Sentences of `text`, each with its trailing whitespace, so that "".join(...) == text."""
+  import sentencex  # only windows need it: `--window 0` scores without it
+
   return [s for s in sentencex.segment(language, text) if s]
 
 
