@@ -10,13 +10,12 @@
 What `run` measures, each section within its own time limit (a section that fails or runs out is
 reported as such and the others go on):
   peak        the device's bfloat16 and float32 matrix-product rate (a square product)
-  precision   T5-base with seeded random weights on real InsuranceQA ids: log P with float32,
-              tensorfloat32 and bfloat16 products against the CPU's float32 (computed by `prepare`);
-              `t5rank score` end to end with the demo-recipe monoT5 against the CPU's run
+  precision   `t5rank score` with the demo-recipe monoT5 (trained) on InsuranceQA pairs: its log P
+              with float32 and tensorfloat32 products against the CPU's run (`prepare`); the float32
+              run twice with a fresh compilation cache: programs compiled, wall clock
   TK          `t5rank score` with TK on the same pairs: compilations (count, seconds), wall clock and
-              pairs/s, with TK's own length buckets and with one bucket (`--length-bucket`), against
-              the CPU's rate
-  cache       the monoT5 run twice with a fresh compilation cache: programs compiled, wall clock
+              pairs/s, with TK's own length buckets and with one bucket (`--length-bucket`), that one
+              again from the compilation cache, against the CPU's rate
   step        T5-base and T5-large scoring steps in bfloat16 (`device_speed.measure`): TFLOP/s of the
               encoder and its share of the measured peak
   end to end  `t5rank score` with T5-base (random weights) in bfloat16: pairs/s against the step's
@@ -44,7 +43,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-PRECISION_ROWS, PRECISION_LENGTH = 64, 256
 SEED = 0
 
 # `t5rank ...` in a fresh process, with its compilations counted (JAX's monitoring events)
@@ -98,43 +96,6 @@ def log_p_differences(run: str, reference: str) -> float:
 # ------------------------------------------------------------------------------------- prepare
 
 
-def t5_base_params(name: str):
-  """Seeded random weights of model config `name` and their fingerprint. Their std of 1 gives the
-  two target logits a spread (log P from -2.8 to -0.26 on T5-small), where std .05 would give every
-  pair log 1/2 and hide a product's error."""
-  from t5rank.models.config import get_config
-  from t5rank.ranking.scorer import params_fingerprint
-  from t5rank.testing import random_params
-
-  config = get_config(name, dropout_rate=0.0)
-  params = random_params(config, seed=SEED, std=1.0)
-  return config, params, params_fingerprint(params)
-
-
-def precision_ids(queries: dict, corpus: dict, run: dict, rows: int, length: int) -> np.ndarray:
-  """(rows, length) T5 ids of the first pairs of `run`, `Query: q Document: d Relevant:`."""
-  from t5rank.data.readers import document_text
-  from t5rank.models.inputs import TemplateIds, assemble
-  from t5rank.models.vocab import load_vocabulary
-
-  vocab = load_vocabulary()
-  marks = TemplateIds(vocab)
-  pairs = [(q, d) for q, docs in run.items() for d, _ in docs][:rows]
-  ids = np.zeros((rows, length), np.int32)
-  for row, (q, d) in enumerate(pairs):
-    piece = assemble(vocab.encode(queries[q]), vocab.encode(document_text(corpus[d])), marks,
-                     length)
-    ids[row, :len(piece)] = piece
-  return ids
-
-
-def log_p(config, params, ids: np.ndarray) -> np.ndarray:
-  import jax
-  from t5rank.models.monot5 import score_step
-  step = jax.jit(score_step, static_argnames=("config", "target_ids"))
-  return np.asarray(step(params, ids, config=config, target_ids=(1176, 6136))[0], np.float64)
-
-
 def paper_size_tk(words_from: str, out: str) -> str:
   """A TK of the paper's size (300-d, 16 heads of 32) with random weights, on `words_from`'s word
   list (a TK checkpoint): for speed, which does not depend on the weights."""
@@ -156,7 +117,7 @@ def _no_init():
 
 def prepare(args: argparse.Namespace) -> None:
   from t5rank.data.insuranceqa import load_split
-  from t5rank.data.readers import Document, read_run
+  from t5rank.data.readers import Document
   from t5rank.retrieval.bm25 import BM25
 
   out = args.out
@@ -185,12 +146,6 @@ def prepare(args: argparse.Namespace) -> None:
     result = t5rank(score_argv(out, f"{out}/{name}", f"{out}/cpu_{name}.run"), timeout=1800)
     cpu[name] = result
     print(f"CPU {name}: {result}", flush=True)
-  config, params, fingerprint = t5_base_params(args.precision_model)
-  ids = precision_ids(queries, corpus, read_run(f"{out}/cpu_monot5.run"), args.precision_rows,
-                      PRECISION_LENGTH)
-  np.savez(f"{out}/precision.npz", ids=ids, log_p=log_p(config, params, ids))
-  cpu["precision"] = {"model": args.precision_model, "fingerprint": fingerprint,
-                      "rows": args.precision_rows}
   with open(f"{out}/cpu.json", "w") as f:
     json.dump(cpu, f, indent=1)
 
@@ -266,45 +221,33 @@ def run(args: argparse.Namespace) -> Report:
                "TFLOP/s")
 
   def precision_section(budget: float) -> None:
-    from t5rank.models.reranker import cast_params
-
-    reference = np.load(f"{inputs}/precision.npz")
-    config, params, fingerprint = t5_base_params(cpu["precision"]["model"])
-    if fingerprint != cpu["precision"]["fingerprint"]:
-      report.add("precision", "weights", "differ from the CPU's", "comparison void")
-      return
-    params = jax.device_put(params)
-    for precision in ("float32", "tensorfloat32"):
-      with jax.default_matmul_precision(precision):
-        got = log_p(config, params, reference["ids"])
-      report.add("precision", f"{cpu['precision']['model']} {precision} products: max "
-                 "|d log P| vs CPU",
-                 float(np.abs(got - reference["log_p"]).max()),
-                 f"{len(got)} pairs x {reference['ids'].shape[1]} ids, |log P| up to "
-                 f"{np.abs(reference['log_p']).max():.3g}")
-    config16 = config.replace(dtype="bfloat16")
-    got = log_p(config16, jax.device_put(cast_params(params, "bfloat16")), reference["ids"])
-    report.add("precision", "bfloat16 weights and products: max |d log P| vs CPU",
-               float(np.abs(got - reference["log_p"]).max()))
-    for precision in ("float32", "tensorfloat32"):
-      out = f"{work}/monot5_{precision}.run"
+    cache = f"{work}/fresh_cache"  # this section's own: its first run compiles everything
+    runs = (("float32, first run", "float32", "first"), ("float32, second run", "float32", "second"),
+            ("tensorfloat32", "tensorfloat32", "tf32"))
+    for label, precision, name in runs:
+      out = f"{work}/monot5_{name}.run"
       result = t5rank(score_argv(inputs, f"{inputs}/monot5", out, "--precision", precision),
-                      timeout=budget / 2)
+                      timeout=budget / 2 if name == "first" else budget / 4, cache=cache)
       if "timeout" in result:
-        report.add("precision", f"t5rank score monoT5 {precision}", "ran out of time")
+        report.add("precision", f"monoT5 {label}", "ran out of time",
+                   f"{result['timeout']:.0f} s")
         continue
-      report.add("precision", f"t5rank score monoT5 {precision}: max |d log P| vs CPU run",
+      report.add("precision", f"monoT5 {label}: max |d log P| vs CPU run",
                  log_p_differences(out, f"{inputs}/cpu_monot5.run"),
-                 f"{cpu['pairs']} pairs; {result['wall']:.1f} s")
+                 f"{cpu['pairs']} pairs; {result['wall']:.1f} s; {result['cache_misses']} "
+                 f"compiled, {result['cache_hits']} from the cache")
 
   def tk_section(budget: float) -> None:
     rate = cpu["pairs"] / cpu["tk"]["wall"]
     report.add("TK", "CPU (2-core VM): t5rank score", rate, f"pairs/s, {cpu['tk']['wall']:.1f} s, "
                f"{cpu['tk']['compiled']} compilations ({cpu['tk']['compile_s']:.1f} s)")
-    for label, extra in (("TK's buckets (32 words)", []), ("one bucket", ["--length-bucket",
-                                                                         "1000"])):
-      result = t5rank(score_argv(inputs, f"{inputs}/tk", f"{work}/tk_{len(extra)}.run", *extra),
-                      timeout=budget / 2)
+    cache = f"{work}/tk_cache"
+    for label, extra in (("one bucket", ["--length-bucket", "1000"]),
+                         ("one bucket, cached", ["--length-bucket", "1000"]),
+                         ("TK's buckets (32 words)", [])):
+      out = f"{work}/tk_{label.replace(' ', '_').replace(',', '')}.run"
+      result = t5rank(score_argv(inputs, f"{inputs}/tk", out, *extra), timeout=budget / 3,
+                      cache=cache)
       if "timeout" in result:
         report.add("TK", f"{label}: t5rank score", "ran out of time",
                    f"{result['timeout']:.0f} s")
@@ -312,20 +255,9 @@ def run(args: argparse.Namespace) -> Report:
       pairs_s = cpu["pairs"] / result["wall"]
       report.add("TK", f"{label}: t5rank score", pairs_s,
                  f"pairs/s, {result['wall']:.1f} s, {pairs_s / rate:.1f}x the CPU; "
-                 f"{result['compiled']} compilations, {result['compile_s']:.1f} s")
-      report.add("TK", f"{label}: max |d s| vs CPU run",
-                 log_p_differences(f"{work}/tk_{len(extra)}.run", f"{inputs}/cpu_tk.run"))
-
-  def cache_section(budget: float) -> None:
-    cache = f"{work}/cache"
-    for attempt in ("first", "second"):
-      result = t5rank(score_argv(inputs, f"{inputs}/monot5", f"{work}/cache_{attempt}.run"),
-                      timeout=budget / 2, cache=cache)
-      if "timeout" in result:
-        report.add("cache", f"{attempt} run", "ran out of time")
-        return
-      report.add("cache", f"{attempt} run: wall clock", result["wall"],
-                 f"s; {result['cache_misses']} compiled, {result['cache_hits']} from the cache")
+                 f"{result['cache_misses']} compiled ({result['compile_s']:.1f} s), "
+                 f"{result['cache_hits']} from the cache")
+      report.add("TK", f"{label}: max |d s| vs CPU run", log_p_differences(out, f"{inputs}/cpu_tk.run"))
 
   def step_section(budget: float) -> None:
     import device_speed
@@ -363,9 +295,9 @@ def run(args: argparse.Namespace) -> Report:
                  f"pairs/s over {cpu['pairs']} pairs, {result['wall']:.1f} s with start-up; "
                  f"{result['compiled']} compilations, {result['compile_s']:.1f} s")
 
-  budgets = {"peak": 30, "precision": 90, "TK": 120, "cache": 70, "step": 100, "end to end": 130}
+  budgets = {"peak": 30, "precision": 150, "TK": 150, "step": 100, "end to end": 130}
   sections = {"peak": peak_section, "precision": precision_section, "TK": tk_section,
-              "cache": cache_section, "step": step_section, "end to end": end_to_end_section}
+              "step": step_section, "end to end": end_to_end_section}
   for name, fn in sections.items():
     if not args.sections or name in args.sections.split(","):
       report.section(name, budgets[name] * (0.2 if tiny else 1), fn)
@@ -411,10 +343,6 @@ def tiny(args: argparse.Namespace) -> Report:
   cpu = {"pairs": 6 * 30}
   for name in ("monot5", "tk"):
     cpu[name] = t5rank(score_argv(out, f"{out}/{name}", f"{out}/cpu_{name}.run"), timeout=300)
-  cfg, params, fingerprint = t5_base_params("tiny")
-  ids = np.random.default_rng(0).integers(3, 32000, (4, 32)).astype(np.int32)
-  np.savez(f"{out}/precision.npz", ids=ids, log_p=log_p(cfg, params, ids))
-  cpu["precision"] = {"model": "tiny", "fingerprint": fingerprint, "rows": 4}
   with open(f"{out}/cpu.json", "w") as f:
     json.dump(cpu, f, indent=1)
   args.inputs, args.work = out, f"{out}/work"
@@ -434,8 +362,6 @@ def main() -> None:
   p.add_argument("--monot5", required=True, help="a monoT5 checkpoint (the demo's recipe)")
   p.add_argument("--tk", required=True, help="a TK checkpoint")
   p.add_argument("--queries", type=int, default=300, help="test queries whose pools are scored")
-  p.add_argument("--precision-model", default="t5_base")
-  p.add_argument("--precision-rows", type=int, default=PRECISION_ROWS)
   r = commands.add_parser("run", help="the check, on the device")
   r.add_argument("--inputs", default="runs/devcheck")
   r.add_argument("--work", help="scratch directory (default: a new temporary one)")

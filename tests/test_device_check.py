@@ -1,6 +1,6 @@
 """benchmarks/device_check.py, the check a lent GPU runs first, runs on this CPU with tiny shapes:
-every section completes and reports what it measured (on a CPU every precision gives the CPU's
-float32 scores, so the differences are exact zeros)."""
+every section completes and reports what it measured (on a CPU the device is the CPU, so the scores
+are the CPU's own: exact zeros), and a second run compiles nothing."""
 
 import os
 import subprocess
@@ -18,11 +18,10 @@ def test_the_device_check_runs_every_section_on_a_cpu(tmp_path):
   rows = [line.split(" | ") for line in table.read_text().splitlines()[2:]]
   measures = {(r[0].lstrip("| "), r[1]): r[2] for r in rows}
   assert not [m for m in measures if m[1] == "FAILED"], measures
-  for section in ("peak", "precision", "TK", "cache", "step", "end to end"):
+  for section in ("peak", "precision", "TK", "step", "end to end"):
     assert (section, "section seconds") in measures, section
-  assert measures["precision", "tiny float32 products: max |d log P| vs CPU"] == "0"
-  assert measures["precision", "t5rank score monoT5 float32: max |d log P| vs CPU run"] == "0"
-  assert measures["TK", "TK's buckets (32 words): max |d s| vs CPU run"] == "0"
-  first = [v for (s, m), v in measures.items() if s == "cache" and m.startswith("first")]
-  second = [r for r in rows if r[0].lstrip("| ") == "cache" and r[1].startswith("second")]
-  assert first and second and "0 compiled" in second[0][3]  # the second run compiled nothing
+  assert measures["precision", "monoT5 float32, first run: max |d log P| vs CPU run"] == "0"
+  # one length bucket pads documents longer: the same scores to float32 rounding
+  assert float(measures["TK", "one bucket, cached: max |d s| vs CPU run"]) < 1e-6
+  second = [r for r in rows if r[1].startswith("monoT5 float32, second run")]
+  assert second and " 0 compiled" in second[0][3], second  # all from the cache

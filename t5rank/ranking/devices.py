@@ -52,10 +52,11 @@ def scoring_mesh(mesh_shape: Sequence[int] = (-1, 1)):
 
 def default_batch_tokens(mesh) -> int:
   """Padded tokens per batch: 2048 per data-parallel group of the mesh on a CPU (small, cache-sized
-  batches were fastest there; see BENCHMARKS.md), 16384 per group on GPU and TPU. A group is one
-  device on an (n, 1) mesh; on a (d, m) mesh each of the d groups of m devices computes its rows
-  together, each device holding 1/m of the weights."""
-  per_group = 2048 if mesh.devices.flat[0].platform == "cpu" else 16384
+  batches were fastest there), 131072 on a GPU (T5-base's step on an H200: 44% of the bfloat16 peak,
+  against 33% at 32768; BENCHMARKS.md "On a GPU"), 16384 per TPU core (16 GiB of memory on a v3).
+  A group is one device on an (n, 1) mesh; on a (d, m) mesh each of the d groups of m devices
+  computes its rows together, each device holding 1/m of the weights."""
+  per_group = {"cpu": 2048, "gpu": 131072}.get(mesh.devices.flat[0].platform, 16384)
   return per_group * mesh.shape["data"]
 
 
