@@ -71,6 +71,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
 
+from t5rank.checkpoints.models import load_reranker  # noqa: E402
 from t5rank.models.monot5 import MonoT5  # noqa: E402
 from t5rank.models.vocab import UNK_ID  # noqa: E402
 from t5rank.models.reranker import Batch  # noqa: E402
@@ -127,7 +128,7 @@ def load_scorers(directory: str) -> Scorers:
   start = time.perf_counter()
   from t5rank.ranking.devices import place_params, scoring_mesh
 
-  reranker, params = MonoT5.load(directory)
+  reranker, params = load_reranker(directory)
   mesh = scoring_mesh()
   params = place_params(params, reranker.param_axes(), mesh)
   t5rank_s = time.perf_counter() - start

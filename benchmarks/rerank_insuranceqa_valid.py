@@ -51,12 +51,12 @@ def main() -> None:
 
   from t5rank.data.readers import read_run
   from t5rank.evaluation.metrics import per_query
-  from t5rank.models.monot5 import MonoT5
+  from t5rank.checkpoints.models import load_reranker
   from t5rank.training.rerank_eval import METRICS, RerankEval
 
   config, params = load_params(args.model_dir)
   final = os.path.join(args.model_dir, "final")
-  stored = MonoT5.load(final)[0] if os.path.isdir(final) else None
+  stored = load_reranker(final)[0] if os.path.isdir(final) else None
   vocabulary = args.vocabulary or (stored.vocab.path if stored else "t5")
   bm25_in_input = args.bm25_in_input or bool(stored and stored.bm25_in_input)
   evaluator = RerankEval("validation", args.num_queries, max_length=args.max_length,

@@ -43,7 +43,7 @@ from t5rank.models.monot5 import MonoT5  # noqa: E402
 from t5rank.models.reranker import cast_params  # noqa: E402
 from t5rank.models.vocab import load_vocabulary, resolve_target_words  # noqa: E402
 from t5rank.ranking import devices, scorer  # noqa: E402
-from t5rank.ranking.batching import bucket_batches  # noqa: E402
+from t5rank.models.batching import bucket_batches  # noqa: E402
 from t5rank.ranking.candidates import candidate_passages  # noqa: E402
 from t5rank.testing import random_params  # noqa: E402
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from t5rank.models import tk
 from t5rank.models import tk_reranker
-from t5rank.models.reranker import load_reranker
+from t5rank.checkpoints.models import load_reranker
 from t5rank.ranking.devices import scoring_mesh
 
 

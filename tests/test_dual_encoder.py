@@ -402,7 +402,7 @@ def test_the_trainer_trains_a_dual_encoder_that_indexes(tmp_path):
   with pytest.raises(SystemExit, match="built with another encoder"):
     cli.main(["retrieve", "--dense", index, "--encoder", emb, "--queries",
               str(tmp_path / "queries.tsv"), "--output", str(tmp_path / "x.run")])
-  with pytest.raises(ValueError, match="trained dual encoder"):
+  with pytest.raises(ValueError, match="IDF weighting is for `t5rank embeddings` vectors; a trained model encodes as it was trained"):
     load_encoder(f"{model_dir}/final", weighting="idf")
   with pytest.raises(ValueError, match="evaluation reads en ones"):
     dual.DualEncoder(config).check("insuranceqa_zh", trainer.Init(), trainer.Optimization(
@@ -471,7 +471,8 @@ def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):
   padded = plain.encode([TEXTS["d3"], TEXTS["d2"] * 3], "document")  # d3 padded in this batch
   np.testing.assert_allclose(alone[0], padded[0], atol=1e-5)  # padding is not averaged in
   np.testing.assert_allclose(np.linalg.norm(padded, axis=1), 1, rtol=1e-5)
-  config = de.t5_dual_encoder_config(t5, max_query_length=8, max_document_length=32)
+  from t5rank.checkpoints.models import t5_dual_encoder_config
+  config = t5_dual_encoder_config(t5, max_query_length=8, max_document_length=32)
   texts = list(TEXTS.values())
   data = dual.Pairs(questions=["car cover", "death pays", "income annuity"], answers=texts,
                     pairs=[(0, 0), (1, 1), (2, 2)], negatives=[[1], [0], [4]])
@@ -537,3 +538,50 @@ def test_an_ensemble_index_scores_the_mean_of_the_models_cosines(load_benchmark)
   other = SimpleNamespace(docids=["b", "a"], vectors=second.vectors, encoder=second.encoder)
   with pytest.raises(ValueError, match="different documents"):
     bench.ensemble_vectors([first, other], ["q"])
+
+
+@pytest.mark.parametrize("variant", ["words", "t5"])
+def test_t5rank_score_ranks_by_the_cosine_the_index_computes(tmp_path, variant):
+  """The dual encoder as a Reranker: `t5rank score` gives each candidate the cosine of its query's
+  and its own vectors, the numbers the dense index computes for the same candidates."""
+  from t5rank import cli
+  from t5rank.checkpoints import save_checkpoint
+  from t5rank.data.readers import Document, read_run
+  from t5rank.retrieval.dense import DenseRetriever
+  from t5rank.testing import micro_config, random_params
+
+  checkpoint = str(tmp_path / "de")
+  if variant == "words":
+    from t5rank.models.words import WORDS_FILE
+    config = de.dual_encoder_config(embeddings_dir(tmp_path), embedding_dim=6)
+    (tmp_path / "de").mkdir()
+    WordVocabulary.load(config.words).save(str(tmp_path / "de" / WORDS_FILE))
+    params = jax.tree.map(np.asarray, de.init_params(config, jax.random.PRNGKey(3)))
+    save_checkpoint(checkpoint, params, config, {"model": "dual_encoder"})
+  else:
+    from t5rank.checkpoints.models import t5_dual_encoder_config
+    from t5rank.training.dual import T5DualEncoder
+    from t5rank.training.trainer import Init
+    t5 = str(tmp_path / "t5")
+    save_checkpoint(t5, random_params(micro_config(), std=0.2), micro_config())
+    config = t5_dual_encoder_config(t5, max_query_length=8, max_document_length=32)
+    trainable = T5DualEncoder(config)
+    trainable.export(checkpoint, jax.tree.map(np.asarray, trainable.init_params(
+        jax.random.PRNGKey(0), Init(checkpoint=t5))), {"step": 0})
+  queries = tmp_path / "queries.tsv"
+  queries.write_text("q1\tcar insurance\nq2\tdeath benefit of a life policy\n")
+  candidates = {"q1": ["d1", "d2", "d3"], "q2": ["d2", "d4", "d5", "d1"]}
+  (tmp_path / "cand.run").write_text("".join(f"{q} Q0 {d} {r + 1} 0 x\n" for q, ds in
+                                             candidates.items() for r, d in enumerate(ds)))
+  out = tmp_path / "out.run"
+  assert cli.main(["score", "--checkpoint", checkpoint, "--queries", str(queries), "--corpus",
+                   corpus_file(tmp_path), "--run", str(tmp_path / "cand.run"), "--output",
+                   str(out), "--window", "0"]) == 0
+  scored = read_run(str(out))
+  index = DenseRetriever.build({d: Document(t) for d, t in TEXTS.items()}, encoder_path=checkpoint)
+  cosines = index.retrieve({"q1": "car insurance", "q2": "death benefit of a life policy"},
+                           candidates={q: [(d, 0.0) for d in ds] for q, ds in candidates.items()})
+  for q in candidates:
+    assert [d for d, _ in scored[q]] == [d for d, _ in cosines[q]]
+    np.testing.assert_allclose([s for _, s in scored[q]], [s for _, s in cosines[q]], atol=1e-6)
+    assert len({round(s, 6) for _, s in scored[q]}) == len(candidates[q])  # the cosines differ

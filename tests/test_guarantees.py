@@ -14,6 +14,7 @@ import pytest
 from t5rank import cli
 from t5rank.checkpoints import save_checkpoint
 from t5rank.data.readers import Document
+from t5rank.checkpoints.models import load_reranker
 from t5rank.models.monot5 import MonoT5
 from t5rank.models.vocab import load_vocabulary
 from t5rank.ranking import scorer, shards
@@ -171,7 +172,7 @@ def test_a_hugging_face_checkpoint_brings_its_own_vocabulary_and_words(tmp_path,
   config = micro_config()
   save_hf_checkpoint(str(tmp_path / "bare"), random_params(config, std=0.2), config)
   # no tokenizer in the directory: T5's, with a warning
-  reranker, _ = MonoT5.load(str(tmp_path / "bare"))
+  reranker, _ = load_reranker(str(tmp_path / "bare"))
   assert reranker.vocab.sha256 == load_vocabulary().sha256
   assert "has no spiece.model; tokenizing with T5's vocabulary" in caplog.text
   config = micro_config(vocab_size=8000)
@@ -179,18 +180,18 @@ def test_a_hugging_face_checkpoint_brings_its_own_vocabulary_and_words(tmp_path,
   save_hf_checkpoint(str(directory), random_params(config, std=0.2), config)
   # its own spiece.model (here the 8k InsuranceQA one, whose ▁true is 961) is used
   (directory / "spiece.model").write_bytes(open(VOCABULARIES["insuranceqa_en_8k"][0], "rb").read())
-  reranker, _ = MonoT5.load(str(directory))
+  reranker, _ = load_reranker(str(directory))
   assert reranker.vocab.base_vocab_size == 8000 and reranker.vocab.extra_ids == 0
   assert reranker.target_ids == (961, 4396)
   # target words beside the weights, and --targets over them
   (directory / "t5rank.json").write_text('{"target_words": ["false", "true"]}')
-  assert MonoT5.load(str(directory))[0].target_ids == (4396, 961)
-  assert MonoT5.load(str(directory), targets="true_false")[0].target_ids == (961, 4396)
+  assert load_reranker(str(directory))[0].target_ids == (4396, 961)
+  assert load_reranker(str(directory), options={"targets": "true_false"})[0].target_ids == (961, 4396)
   # only a tokenizer.json: refused, not silently replaced by T5's vocabulary
   (directory / "spiece.model").unlink()
   (directory / "tokenizer.json").write_text("{}")
   with pytest.raises(ValueError, match="tokenizer.json but no spiece.model"):
-    MonoT5.load(str(directory))
+    load_reranker(str(directory))
 
 
 def test_an_mt5_checkpoint_scores_yes_no_by_default(tmp_path):
@@ -203,7 +204,7 @@ def test_an_mt5_checkpoint_scores_yes_no_by_default(tmp_path):
   hf = json.loads((tmp_path / "config.json").read_text())
   (tmp_path / "config.json").write_text(json.dumps(dict(hf, model_type="mt5")))
   vocab = load_vocabulary()
-  assert MonoT5.load(str(tmp_path))[0].target_ids == (vocab.piece_to_id("▁yes"),
+  assert load_reranker(str(tmp_path))[0].target_ids == (vocab.piece_to_id("▁yes"),
                                                        vocab.piece_to_id("▁no"))
 
 
@@ -217,10 +218,10 @@ def test_convert_to_hf_carries_the_vocabulary_and_target_words(tmp_path):
                                   "vocabulary_extra_ids": 0, "target_words": "hot_cold"})
   (native_dir / "insuranceqa_en_8k.model").write_bytes(
       open(VOCABULARIES["insuranceqa_en_8k"][0], "rb").read())
-  before = MonoT5.load(str(native_dir))[0]
+  before = load_reranker(str(native_dir))[0]
   assert cli.main(["convert", "--input", str(native_dir), "--output", str(tmp_path / "hf"),
                    "--to", "hf"]) == 0
-  after = MonoT5.load(str(tmp_path / "hf"))[0]
+  after = load_reranker(str(tmp_path / "hf"))[0]
   assert (after.vocab.sha256, after.target_ids) == (before.vocab.sha256, before.target_ids)
 
 
@@ -321,13 +322,13 @@ def test_convert_carries_scoring_settings_hf_to_native_and_back(tmp_path):
       open(VOCABULARIES["insuranceqa_en_8k"][0], "rb").read())
   (tmp_path / "hf" / "t5rank.json").write_text(json.dumps(
       {"target_words": "hot_cold", "max_length": 96, "bm25_in_input": True}))
-  before = MonoT5.load(str(tmp_path / "hf"))[0]
+  before = load_reranker(str(tmp_path / "hf"))[0]
   assert cli.main(["convert", "--input", str(tmp_path / "hf"), "--output",
                    str(tmp_path / "native"), "--to", "native"]) == 0
   assert cli.main(["convert", "--input", str(tmp_path / "native"), "--output",
                    str(tmp_path / "hf2"), "--to", "hf"]) == 0
   for directory in ("native", "hf2"):
-    after = MonoT5.load(str(tmp_path / directory))[0]
+    after = load_reranker(str(tmp_path / directory))[0]
     assert after.fingerprint() == before.fingerprint(), directory
   assert (before.max_length, before.bm25_in_input, before.vocab.base_vocab_size) == (96, True, 8000)
 

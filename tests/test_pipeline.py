@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from t5rank.pipelines import insuranceqa as pipeline
-from t5rank.models.monot5 import MonoT5
+from t5rank.checkpoints.models import load_reranker
 from t5rank.ranking import scorer as scoring
 from t5rank.training import gin_config
 from t5rank.data.readers import document_text, read_corpus, read_qrels, read_queries, read_run
@@ -74,7 +74,7 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   assert saved["candidates"] == f"BM25's top {DEPTH}"
   # the default recipe's model reads each candidate's BM25 score, and says so in its checkpoint
   assert saved["model"]["bm25_in_input"] is True
-  assert MonoT5.load(os.path.join(workdir, "model", "final"))[0].bm25_in_input
+  assert load_reranker(os.path.join(workdir, "model", "final"))[0].bm25_in_input
   runs = saved["evaluation"]["runs"]
   assert [r["name"] for r in runs] == ["BM25", "BM25+monoT5", "BM25+monoT5 hybrid"]
   weight = saved["hybrid"]["weight"]

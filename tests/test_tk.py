@@ -234,7 +234,7 @@ def test_hinge_loss_by_hand():
 def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, vocabulary):
   from t5rank import cli
   from t5rank.checkpoints import load_checkpoint
-  from t5rank.models.reranker import load_reranker
+  from t5rank.checkpoints.models import load_reranker
   from t5rank.ranking.scorer import score_pairs
 
   model_dir, metrics = tiny_run(tmp_path, vocabulary)
@@ -243,7 +243,7 @@ def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, 
   assert isinstance(reranker, TK) and reranker.vocabulary.sha256 == vocabulary.sha256
   scores, _ = score_pairs(reranker, params, [TEXTS[4]], [TEXTS[1]])
   assert np.isfinite(scores).all()
-  with pytest.raises(ValueError, match="options targets are monoT5's"):
+  with pytest.raises(ValueError, match="TK checkpoint; the options targets are not its own"):
     load_reranker(f"{model_dir}/final", options={"targets": "yes_no"})
   with pytest.raises(ValueError, match="is a TK checkpoint, not a T5 one"):
     load_checkpoint(f"{model_dir}/final")

@@ -76,9 +76,8 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
   from t5rank.checkpoints import load_checkpoint, save_checkpoint
   from t5rank.checkpoints.hf import save_hf_checkpoint
   from t5rank.checkpoints.t5x import save_t5x_checkpoint
-  from t5rank.models.monot5 import RERANKER_CONFIG
+  from t5rank.checkpoints.models import RERANKER_CONFIG, scoring_settings
 
-  from t5rank.models.monot5 import scoring_settings
 
   if to not in ("native", "hf", "t5x"):
     raise ValueError(f"cannot write format {to!r}; choose one of native, hf, t5x")

@@ -46,6 +46,7 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
   import numpy as np
 
   from t5rank.checkpoints import save_checkpoint
+  from t5rank.checkpoints.models import load_tk
   from t5rank.files import atomic_directory
   from t5rank.models.tk_reranker import TK
   from t5rank.models.words import WORDS_FILE
@@ -54,7 +55,7 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
     raise ValueError("an ensemble needs at least two checkpoints")
   members = []
   for path in checkpoints:
-    reranker, params = TK.load(path)
+    reranker, params = load_tk(path, {})
     if reranker.config.ensemble != 1:
       raise ValueError(f"{path} is already an ensemble; give its members")
     members.append((path, reranker, params))

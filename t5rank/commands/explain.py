@@ -77,18 +77,20 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
+  from t5rank.checkpoints.models import load_reranker
   from t5rank.files import atomic_write
-  from t5rank.models.reranker import load_reranker
-  from t5rank.models.tk_reranker import TK
-  from t5rank.models.tk_explain import explain, render_html, render_png
+  from t5rank.models import registry
+  from t5rank.models.tk_explain import render_html, render_png
 
   png = _png(args)
   query, documents = _inputs(args)
   reranker, params = load_reranker(args.checkpoint)
-  if not isinstance(reranker, TK):
+  family = registry.get(reranker.name)
+  if family.explain is None:
+    explainable = [f.name for f in registry.families() if f.explain]
     raise SystemExit(f"t5rank explain: {args.checkpoint} is a {reranker.name} checkpoint; "
-                     "explanations are TK's (its kernels)")
-  explanations = explain(reranker, params, query, documents)
+                     f"explanations are of {', '.join(explainable)} (its kernels)")
+  explanations = family.part("explain")(reranker, params, query, documents)
   mus = reranker.config.kernel_mus
   with atomic_write(args.output) as f:
     f.write(render_html(query, explanations, mus))

@@ -115,8 +115,7 @@ def run(args: argparse.Namespace) -> int:
   import jax
 
   from t5rank.data.readers import InputFormatError, read_corpus, read_queries, read_run
-  from t5rank.models.monot5 import scoring_settings
-  from t5rank.models.reranker import load_reranker
+  from t5rank.checkpoints.models import load_reranker, scoring_settings
   from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
   from t5rank.ranking.devices import use_cpu_devices
 
@@ -140,16 +139,18 @@ def run(args: argparse.Namespace) -> int:
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     candidates = check_candidates(read_run(args.run), queries, corpus,
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
+    settings = scoring_settings(args.checkpoint)  # metadata, read once; no weights
     bm25_in_input = args.bm25_in_input
     if bm25_in_input is None:
-      bm25_in_input = bool(scoring_settings(args.checkpoint)["bm25_in_input"])  # no weights read
+      bm25_in_input = bool(settings["bm25_in_input"])
     if bm25_in_input:
       first_stage_scores(candidates)
   except (InputFormatError, MissingIdsError, ValueError) as e:
     raise SystemExit(f"t5rank score: {e}") from None
   reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
-      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input})
+      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input},
+      settings=settings)
   try:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,

@@ -33,6 +33,7 @@ with f₁ by cosine; α, β and the loss are training's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any, Optional
 
@@ -40,6 +41,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.models import registry
+from t5rank.models.batching import bucket_batches, round_up
+from t5rank.models.reranker import Batch, Reranker, encode_distinct
 from t5rank.models.words import UNK_ID
 
 LOSSES = ("in_batch_softmax", "in_batch_cross_entropy", "in_batch_triplet", "cross_entropy",
@@ -249,20 +253,6 @@ class T5DualEncoderConfig:
     return cls(**fields)
 
 
-def t5_dual_encoder_config(checkpoint: str, **fields: Any) -> T5DualEncoderConfig:
-  """The T5DualEncoderConfig of a T5 checkpoint (any format t5rank loads) and its vocabulary
-  (gin: `MODEL_CONFIG = @dual_encoder.t5_dual_encoder_config()`, `checkpoint = %INIT_CHECKPOINT`);
-  dropout off (the paper trains without)."""
-  from t5rank.models.reranker import load_reranker
-
-  reranker, _ = load_reranker(checkpoint)
-  if not hasattr(reranker, "vocab"):
-    raise ValueError(f"{checkpoint} is not a T5 checkpoint")
-  return T5DualEncoderConfig(t5=reranker.config.replace(dropout_rate=0.0),
-                             vocabulary=reranker.vocab.path,
-                             vocabulary_sha256=reranker.vocab.sha256, **fields)
-
-
 def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:
   """Unit vectors (B, d_model): T5's encoder outputs of `ids` (B, L) averaged over non-padding."""
   from t5rank.models.network import T5
@@ -270,3 +260,154 @@ def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:
   encoded = T5(config).apply({"params": t5_params}, ids, method=T5.encode)
   mask = (ids > 0).astype(encoded.dtype)[..., None]
   return unit((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))
+
+
+# ------------------------------------------------------------------------------- as rerankers
+
+
+def side_vectors(params, config, ids: jax.Array, side: str) -> jax.Array:
+  """Unit vectors (B, E) of `ids` (B, L) by the model of `config`: the word-average encoder of
+  `side` (`encode`), or the T5 variant's mean-pooled encoder (one for both sides)."""
+  if isinstance(config, T5DualEncoderConfig):
+    return t5_mean(params["t5"], config.t5, ids)
+  return encode(params, ids, side)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def cosine_step(params, query_ids: jax.Array, document_ids: jax.Array, *,
+                config) -> tuple[jax.Array, jax.Array]:
+  """(cos(f₁(q), f₂(d)), σ(α·cos + β)), each (B,), of each row's query (B, m) and candidate
+  (B, n) ids (`side_vectors`). The cosine is the score (what dense retrieval ranks by); σ(g) only
+  squashes the trained logit."""
+  q = side_vectors(params, config, query_ids, "query")
+  d = side_vectors(params, config, document_ids, "document")
+  cos = jnp.sum(q * d, axis=-1)
+  return cos, jax.nn.sigmoid(params["scale"] * cos + params["bias"])
+
+
+class DualEncoderReranker(Reranker):
+  """The dual encoder as a `Reranker`: each candidate's cosine with its query (section 3's score),
+  so that `t5rank score` scores it and a cascade can use it as a stage. Examples are (query ids,
+  candidate ids) cut to the config's lengths; batches are length buckets of the candidates (32
+  words), queries padded to their longest length."""
+
+  name = "dual_encoder"
+
+  def __init__(self, config: DualEncoderConfig, vocabulary):
+    from t5rank.models.words import check_words
+
+    check_words(vocabulary, config)
+    self.config, self.vocabulary = config, vocabulary
+
+  @property
+  def reads_first_stage(self) -> bool:
+    return False
+
+  def _ids(self, texts, length: int) -> list[np.ndarray]:
+    return [ids for ids, _, _ in encode_distinct(texts, lambda t: self.vocabulary.encode(t, length))]
+
+  def encode(self, queries, passages, first_stage=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    c = self.config
+    return list(zip(self._ids(queries, c.max_query_length),
+                    self._ids(passages, c.max_document_length)))
+
+  def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1,
+              length_bucket: Optional[int] = None) -> list[Batch]:
+    return pair_batches(examples, batch_tokens=batch_tokens, row_multiple=row_multiple,
+                        query_length=self.config.max_query_length,
+                        document_length=self.config.max_document_length,
+                        step=length_bucket or WORD_BUCKET)
+
+  def score_batch(self, params, arrays):
+    return cosine_step(params, *arrays, config=self.config)
+
+  def param_axes(self):
+    return model_axes(self.config)
+
+  def fingerprint(self) -> dict:
+    return {"model": self.name, "config": json.loads(self.config.to_json()),
+            "vocab": self.vocabulary.sha256}
+
+  def describe(self) -> str:
+    c = self.config
+    return (f"dual encoder ({c.vocab_size} words x {c.embedding_dim}, "
+            f"{'one encoder' if c.shared else 'two encoders'}; score: cosine)")
+
+  @classmethod
+  def for_evaluation(cls, config: DualEncoderConfig, **_) -> "DualEncoderReranker":
+    from t5rank.models.words import load_words
+    return cls(config, load_words(config))
+
+
+class T5DualEncoderReranker(DualEncoderReranker):
+  """The T5 variant as a `Reranker`: the cosine of T5's mean-pooled encodings (EOS appended)."""
+
+  name = "t5_dual_encoder"
+
+  def __init__(self, config: T5DualEncoderConfig, vocab):
+    self.config, self.vocab = config, vocab
+
+  def _ids(self, texts, length: int) -> list[np.ndarray]:
+    from t5rank.models.vocab import EOS_ID
+    distinct = list(dict.fromkeys(texts))
+    ids = {t: np.asarray(i[:length - 1] + [EOS_ID], np.int32)
+           for t, i in zip(distinct, self.vocab.encode_batch(distinct))}
+    return [ids[t] for t in texts]
+
+  def fingerprint(self) -> dict:
+    return {"model": self.name, "config": json.loads(self.config.to_json()),
+            "vocab": self.vocab.sha256}
+
+  def describe(self) -> str:
+    return (f"T5 dual encoder ({self.config.t5.num_parameters / 1e6:.1f}M parameters, mean-pooled "
+            "encoder; score: cosine)")
+
+  @classmethod
+  def for_evaluation(cls, config: T5DualEncoderConfig, **_) -> "T5DualEncoderReranker":
+    from t5rank.models.vocab import Vocabulary
+    return cls(config, Vocabulary(config.vocabulary, extra_ids=0))
+
+
+def model_axes(config) -> Any:
+  """Logical axes of a dual encoder's parameters: the word-average model's (`param_axes`), or the
+  T5 variant's (T5's own, α and β replicated)."""
+  if isinstance(config, T5DualEncoderConfig):
+    from jax.sharding import PartitionSpec
+
+    from t5rank.models.network import param_axes as t5_axes
+    return {"t5": t5_axes(config.t5), "scale": PartitionSpec(), "bias": PartitionSpec()}
+  return param_axes(jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0)))
+
+
+WORD_BUCKET = 32  # candidates are padded to a multiple of this many words (or ids)
+
+
+def pair_batches(examples, *, batch_tokens: int, row_multiple: int, query_length: int,
+                 document_length: int, step: int = WORD_BUCKET) -> list[Batch]:
+  """Batches of (query ids (B, m), candidate ids (B, n)) pairs: candidates by length buckets of
+  `step` (`t5rank.models.batching.bucket_batches`), each batch's queries padded to
+  `query_length` (rounded up to a multiple of 8), so a job compiles a few shapes."""
+  by_candidate = bucket_batches([d for _, d in examples], batch_tokens=batch_tokens,
+                                max_length=document_length, row_multiple=row_multiple, step=step)
+  width = round_up(query_length, 8)
+  batches = []
+  for batch in by_candidate:
+    queries = np.zeros((len(batch.arrays[0]), width), np.int32)
+    for row, item in enumerate(batch.items):
+      ids = examples[item][0]
+      queries[row, :len(ids)] = ids
+    batches.append(Batch(batch.items, (queries, batch.arrays[0])))
+  return batches
+
+
+registry.register(registry.Family(
+    name=DualEncoderReranker.name, config=DualEncoderConfig, reranker=DualEncoderReranker,
+    trainable="t5rank.training.dual.DualEncoder", loader="t5rank.checkpoints.models.load_dual_encoder",
+    encoder="t5rank.retrieval.encoders.dual_encoder_encoder",
+    description="word-average dual encoder, cosine of question and answer (Gillick et al. 2018)"))
+registry.register(registry.Family(
+    name=T5DualEncoderReranker.name, config=T5DualEncoderConfig, reranker=T5DualEncoderReranker,
+    trainable="t5rank.training.dual.T5DualEncoder",
+    loader="t5rank.checkpoints.models.load_t5_dual_encoder",
+    encoder="t5rank.retrieval.encoders.t5_dual_encoder_encoder",
+    description="T5's encoder mean-pooled as a dual encoder"))

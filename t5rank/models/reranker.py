@@ -8,14 +8,15 @@ the benchmarks only talk to a `Reranker`.
 A reranker holds its configuration, tokenizer and options, not its parameters: `params` travel
 beside it, so that the trainer can evaluate the parameters it is training and the scorer can place
 them on a mesh (`param_axes` names each parameter's logical axes for `t5rank.partitioning`).
-`load_reranker(checkpoint)` reads any checkpoint t5rank knows and returns the reranker its
-metadata names (monoT5 when it names none) with its parameters.
+`t5rank.checkpoints.models.load_reranker(checkpoint)` reads any checkpoint t5rank knows and
+returns the reranker its metadata names (monoT5 when it names none) with its parameters; the
+families are in `t5rank.models.registry`.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -74,6 +75,13 @@ class Reranker(abc.ABC):
     """One line for logs."""
     return self.name
 
+  @classmethod
+  def for_evaluation(cls, config: Any, **options: Any) -> "Reranker":
+    """The reranker of a model config being trained, as training-time evaluation scores it
+    (`options`: the evaluation's vocab, target_ids, max_length, bm25_in_input; each model takes
+    what it reads)."""
+    raise NotImplementedError(f"{cls.__name__} cannot be evaluated during training")
+
   def shard_state(self, params, examples: Sequence[Any], *, mesh) -> Any:
     """What `score_batch` receives in place of `params` for the batches of `examples` (one shard):
     by default the parameters; a model that encodes queries on their own (TK) contextualizes the
@@ -96,24 +104,8 @@ def cast_params(params, dtype: Optional[str]):
       else x, params)
 
 
-def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
-                  options: Optional[Mapping[str, Any]] = None) -> tuple[Reranker, Any]:
-  """(reranker, parameters) of `checkpoint` (any format `t5rank.checkpoints.load_checkpoint` reads);
-  the model is the one its t5rank metadata.json names under `model` (monoT5 when absent, as for
-  every Hugging Face, Mesh TF or t5x checkpoint; `tk` for TK; `classifier` for the encoder-only
-  classifier). `options` are the model's own
-  overrides (for monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as
-  stored"."""
-  from t5rank.checkpoints import native
-  from t5rank.models import classifier, monot5, tk_reranker
-
-  name = "monot5"
-  if native.is_native_checkpoint(checkpoint):
-    name = native.read_metadata(checkpoint).get("model", "monot5")
-  models = {monot5.MonoT5.name: monot5.MonoT5, tk_reranker.TK.name: tk_reranker.TK,
-            classifier.Classifier.name: classifier.Classifier}
-  if name not in models:
-    raise ValueError(f"{checkpoint}: metadata.json names the model {name!r}; this t5rank knows "
-                     f"{sorted(models)}")
-  return models[name].load(checkpoint, config_name=config_name,
-                           **{k: v for k, v in (options or {}).items() if v is not None})
+def encode_distinct(texts: Sequence[str], encode: Callable[[str], Any]) -> list[Any]:
+  """[encode(t) for t in texts], calling `encode` once per distinct text (a run's candidates
+  repeat: each InsuranceQA answer is in about 15 pools)."""
+  cache: dict[str, Any] = {}
+  return [cache[t] if t in cache else cache.setdefault(t, encode(t)) for t in texts]

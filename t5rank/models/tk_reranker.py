@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,8 @@ import numpy as np
 
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes, unit_vectors
-from t5rank.models.words import UNK_ID, check_words
+from t5rank.models import registry
+from t5rank.models.words import UNK_ID, check_words, load_words
 
 logger = logging.getLogger(__name__)
 
@@ -327,17 +328,12 @@ class TK(Reranker):
             f"{f', ensemble of {c.ensemble}' if c.ensemble > 1 else ''})")
 
   @classmethod
-  def load(cls, checkpoint: str, *, config_name: Any = None, **options) -> tuple["TK", Any]:
-    """(TK, parameters) of a TK checkpoint (`t5rank train` with a TK gin, or `t5rank ensemble`);
-    TK has no scoring options, and any given is refused by name."""
-    from t5rank.checkpoints import native
-    from t5rank.models.words import load_words
+  def for_evaluation(cls, config: TKConfig, **_) -> "TK":
+    """TK as training-time evaluation scores it: its config's word list."""
+    return cls(config, load_words(config))
 
-    if config_name is not None:
-      options["config"] = config_name
-    if options:
-      raise ValueError(f"{checkpoint} is a TK checkpoint; the options "
-                       f"{', '.join(sorted(options))} are monoT5's (TK reads whole words with its "
-                       "own vocabulary, has no target words and reads no first-stage score)")
-    config, params = native.restore_model(checkpoint, TKConfig, cls.name)
-    return cls(config, load_words(config, checkpoint)), params
+
+registry.register(registry.Family(
+    name=TK.name, config=TKConfig, reranker=TK, trainable="t5rank.training.pairwise.PairwiseTK",
+    loader="t5rank.checkpoints.models.load_tk", explain="t5rank.models.tk_explain.explain",
+    description="the Transformer-Kernel reranker (Hofstaetter et al. 2019)"))

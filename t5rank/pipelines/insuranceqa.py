@@ -319,7 +319,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   from t5rank.ranking import fusion
   from t5rank.checkpoints import native
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
-  from t5rank.models.monot5 import MonoT5
+  from t5rank.checkpoints.models import load_reranker
 
   if depth < 1 or tune_queries < 1 or (num_queries is not None and num_queries < 1):
     raise ValueError("depth and the numbers of queries must be positive, got "
@@ -374,7 +374,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   start = _stage("model")
   model_dir = os.path.join(workdir, "model")
   checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain_model)
-  reranker, params = MonoT5.load(checkpoint)
+  reranker, params = load_reranker(checkpoint)
   config = reranker.config
   metadata = native.read_metadata(checkpoint)
   _done("train" if trained else "load model", start, timings, checkpoint)

@@ -156,40 +156,15 @@ def _t5_mean(params, ids, *, config):
 def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.ndarray] = None,
                  idf_texts: Optional[Sequence[str]] = None,
                  max_lengths: tuple[int, int] = (30, 256)) -> TextEncoder:
-  """The encoder in `path` (module docstring). For a `t5rank embeddings` directory, `weighting`
-  "idf" weights words by `weights` or else by `idf_weights(idf_texts)`; a dual encoder checkpoint
-  uses its own lengths and a uniform average (the model trained so)."""
-  from t5rank.checkpoints import native
+  """The encoder in `path` (module docstring): a `t5rank embeddings` directory, whose `weighting`
+  "idf" weights words by `weights` or else by `idf_weights(idf_texts)`; else the checkpoint's model
+  family's encoder (`t5rank.models.registry`: a dual encoder with its own lengths and uniform
+  average, the model trained so; a T5 checkpoint mean-pooled, cut to `max_lengths`)."""
+  from t5rank.checkpoints.models import scoring_settings
+  from t5rank.models import registry
 
   if weighting not in WEIGHTINGS:
     raise ValueError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
-  if native.is_native_checkpoint(path):
-    model = native.read_metadata(path).get("model", "monot5")
-    if model == "dual_encoder":
-      if weighting != "uniform":
-        raise ValueError(f"{path} is a trained dual encoder: it encodes with the uniform average "
-                         "it was trained with; IDF weighting is for `t5rank embeddings` vectors")
-      from t5rank.models.dual_encoder import DualEncoderConfig
-      from t5rank.models.words import load_words
-      config, params = native.restore_model(path, DualEncoderConfig, model)
-      vocabulary = load_words(config, path)
-      query = np.asarray(params["query"]["embedding"])
-      document = np.asarray(params["document"]["embedding"]) if "document" in params else query
-      return WordAverage(vocabulary, {"query": query, "document": document},
-                         max_lengths=(config.max_query_length, config.max_document_length),
-                         source=path)
-    if model == "t5_dual_encoder":
-      if weighting != "uniform":
-        raise ValueError("IDF weighting is for `t5rank embeddings` vectors, not a T5 encoder")
-      from t5rank.models.dual_encoder import T5DualEncoderConfig
-      from t5rank.models.vocab import Vocabulary
-      config, params = native.restore_model(path, T5DualEncoderConfig, model)
-      vocab = Vocabulary(os.path.join(path, config.vocabulary), extra_ids=0)
-      return T5Mean(config.t5, params["t5"], vocab, max_length=config.max_document_length,
-                    query_length=config.max_query_length, source=path)
-    if model != "monot5":
-      raise ValueError(f"{path} is a {model} checkpoint; dense retrieval encodes with a dual "
-                       "encoder, word embeddings or a T5 checkpoint")
   if os.path.isfile(os.path.join(path, "vectors.npy")):
     from t5rank.models.words import load_embeddings
     vocabulary, vectors = load_embeddings(path)
@@ -201,11 +176,42 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
                        weights=weights if weighting == "idf" else None, max_lengths=max_lengths,
                        source=path)
   if weighting != "uniform":
-    raise ValueError("IDF weighting is for `t5rank embeddings` vectors, not a T5 encoder")
-  from t5rank.models.reranker import load_reranker
+    raise ValueError(f"{path}: IDF weighting is for `t5rank embeddings` vectors; a trained model "
+                     "encodes as it was trained")
+  family = registry.get(scoring_settings(path)["model"])
+  if family.encoder is None:
+    raise ValueError(f"{path} is a {family.name} checkpoint; dense retrieval encodes with a dual "
+                     "encoder, word embeddings or a T5 checkpoint")
+  return family.part("encoder")(path, max_lengths=max_lengths)
+
+
+def dual_encoder_encoder(path: str, **_) -> TextEncoder:
+  """A dual encoder checkpoint's f₁ and f₂ (its own lengths, its word list checked)."""
+  from t5rank.checkpoints.models import load_dual_encoder
+
+  reranker, params = load_dual_encoder(path, {})
+  config = reranker.config
+  query = np.asarray(params["query"]["embedding"])
+  document = np.asarray(params["document"]["embedding"]) if "document" in params else query
+  return WordAverage(reranker.vocabulary, {"query": query, "document": document},
+                     max_lengths=(config.max_query_length, config.max_document_length),
+                     source=path)
+
+
+def t5_dual_encoder_encoder(path: str, **_) -> TextEncoder:
+  """A T5 dual encoder checkpoint's mean-pooled T5 encoder, at its own lengths."""
+  from t5rank.checkpoints.models import load_t5_dual_encoder
+
+  reranker, params = load_t5_dual_encoder(path, {})
+  config = reranker.config
+  return T5Mean(config.t5, params["t5"], reranker.vocab, max_length=config.max_document_length,
+                query_length=config.max_query_length, source=path)
+
+
+def t5_mean_encoder(path: str, *, max_lengths: tuple[int, int] = (30, 256)) -> TextEncoder:
+  """A T5 checkpoint (any format) as a retriever: its encoder mean-pooled, cut to `max_lengths`."""
+  from t5rank.checkpoints.models import load_reranker
+
   reranker, params = load_reranker(path)
-  if not hasattr(reranker, "vocab"):
-    raise ValueError(f"{path} is not a T5 checkpoint")
   return T5Mean(reranker.config, params, reranker.vocab, max_length=max_lengths[1],
                 query_length=max_lengths[0], source=path)
-

@@ -29,6 +29,11 @@ class ClassifierTrainable(Seq2Seq):
 
   model_name = classifier.MODEL_NAME
 
+  @classmethod
+  def from_config(cls, config, optimization) -> "ClassifierTrainable":
+    """Its encoder's dropout replaced by the run's `dropout_rate`."""
+    return cls(config.replace(t5=config.t5.replace(dropout_rate=optimization.dropout_rate)))
+
   def __init__(self, config: classifier.ClassifierConfig):
     self.config = config
     self.z_loss = 0.0

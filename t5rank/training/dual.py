@@ -85,8 +85,7 @@ class DualEncoder(Trainable):
     return params
 
   def param_axes(self) -> Any:
-    return dual_encoder.param_axes(jax.eval_shape(
-        functools.partial(dual_encoder.init_params, self.config), jax.random.PRNGKey(0)))
+    return dual_encoder.model_axes(self.config)
 
   def loss_and_metrics(self, params, batch, dropout_rng):
     del dropout_rng
@@ -150,11 +149,6 @@ class T5DualEncoder(DualEncoder):
       return loaded
     return {"t5": load_checkpoint(init.checkpoint, config=self.config.t5)[1], **head}
 
-  def param_axes(self) -> Any:
-    from jax.sharding import PartitionSpec
-
-    from t5rank.models.network import param_axes
-    return {"t5": param_axes(self.config.t5), "scale": PartitionSpec(), "bias": PartitionSpec()}
 
   def loss_and_metrics(self, params, batch, dropout_rng):
     del dropout_rng  # trained without dropout, as the paper's dual encoder
@@ -202,27 +196,24 @@ class InBatchEval:
     self.batches = [next(order) for _ in range(max(1, min(max_batches, total)))]
     self._encoded: dict = {}
 
-  def __call__(self, params, config: DualEncoderConfig) -> Mapping[str, float]:
+  def __call__(self, params, config) -> Mapping[str, float]:
     if config not in self._encoded:
-      encoder = (PieceEncoder(T5DualEncoder(config).vocabulary)
-                 if isinstance(config, T5DualEncoderConfig) else Encoder(load_words(config)))
+      from t5rank.models import registry
+
+      encoder = registry.of_config(config).part("trainable")(config).text_encoder()
       self._encoded = {config: [
           (encoder([self.data.questions[self.data.pairs[i][0]] for i in batch],
                    config.max_query_length),
            encoder([self.data.answers[self.data.pairs[i][1]] for i in batch],
                    config.max_document_length)) for batch in self.batches]}
-    t5 = config.t5 if isinstance(config, T5DualEncoderConfig) else None
-    values = [_in_batch(params, q, d, t5=t5) for q, d in self._encoded[config]]
+    values = [_in_batch(params, q, d, config=config) for q, d in self._encoded[config]]
     return {"p@1": float(np.mean([v[0] for v in values])),
             "loss": float(np.mean([v[1] for v in values]))}
 
 
-@functools.partial(jax.jit, static_argnames="t5")
-def _in_batch(params, query_ids, document_ids, *, t5=None):
-  if t5 is None:
-    cos = dual_encoder.cosines(params, query_ids, document_ids)
-  else:
-    cos = (dual_encoder.t5_mean(params["t5"], t5, query_ids)
-           @ dual_encoder.t5_mean(params["t5"], t5, document_ids).T)
+@functools.partial(jax.jit, static_argnames="config")
+def _in_batch(params, query_ids, document_ids, *, config):
+  cos = (dual_encoder.side_vectors(params, config, query_ids, "query")
+         @ dual_encoder.side_vectors(params, config, document_ids, "document").T)
   return (dual_encoder.in_batch_precision_at_1(cos),
           dual_encoder.in_batch_softmax(params["scale"] * cos + params["bias"]))

@@ -116,6 +116,14 @@ class PairwiseTK(Trainable):
   """TK trained on triples. Its word list is `config.words` (a `t5rank embeddings` directory or a
   words.tsv); `Init.checkpoint` may be that directory (pre-trained embeddings) or a TK checkpoint."""
 
+  @classmethod
+  def from_config(cls, config: TKConfig, optimization) -> "PairwiseTK":
+    if optimization.dropout_rate:
+      raise ValueError(f"TK trains without dropout (the paper's setting; TKConfig has none), but "
+                       f"the run sets dropout_rate {optimization.dropout_rate}; set DROPOUT_RATE = "
+                       "0.0")
+    return cls(config)
+
   def __init__(self, config: TKConfig):
     self.config = config
     self.vocabulary = load_words(config)
@@ -135,7 +143,8 @@ class PairwiseTK(Trainable):
     from t5rank.models.words import load_embeddings
 
     if native.is_native_checkpoint(init.checkpoint):
-      reranker, loaded = TK.load(init.checkpoint)
+      from t5rank.checkpoints.models import load_tk
+      reranker, loaded = load_tk(init.checkpoint, {})
       if reranker.config != self.config:
         raise ValueError(f"{init.checkpoint} is a TK of another configuration than this run's")
       return loaded

@@ -93,21 +93,13 @@ class RerankEval:
                        f"rerank_eval.RerankEval.bm25_in_input = {bm25_in_input}")
 
   def reranker(self, config):
-    """The reranker of `config`: TK for a TKConfig, the encoder-only classifier for a
-    ClassifierConfig, else monoT5; with this evaluation's options."""
-    from t5rank.models.classifier import Classifier, ClassifierConfig
-    from t5rank.models.monot5 import MonoT5
-    from t5rank.models.tk import TKConfig
-    from t5rank.models.tk_reranker import TK
+    """The reranker of `config` (its family's, `t5rank.models.registry`), with this evaluation's
+    options: vocabulary, target words, input length, BM25 score in the input."""
+    from t5rank.models import registry
 
-    if isinstance(config, TKConfig):
-      from t5rank.models.words import load_words
-      return TK(config, load_words(config))
-    if isinstance(config, ClassifierConfig):
-      return Classifier(config, self.vocab, max_length=self.max_length,
-                        bm25_in_input=self.bm25_in_input)
-    return MonoT5(config, self.vocab, self.target_ids, max_length=self.max_length,
-                  bm25_in_input=self.bm25_in_input)
+    return registry.of_config(config).reranker.for_evaluation(
+        config, vocab=self.vocab, target_ids=self.target_ids, max_length=self.max_length,
+        bm25_in_input=self.bm25_in_input)
 
   def scores(self, params, config):
     """(score, P) of every pair, in pool order, by `params` of the model `config`."""

@@ -84,7 +84,7 @@ def check_init_vocabulary(checkpoint: str, vocab: Vocabulary, task_name: str) ->
   without them). A checkpoint that names none (t5x, Mesh TensorFlow) gets a warning."""
   import logging
 
-  from t5rank.models.monot5 import scoring_settings
+  from t5rank.checkpoints.models import scoring_settings
 
   stored = scoring_settings(checkpoint)["vocabulary"]
   if stored is None:
@@ -104,6 +104,11 @@ def check_init_vocabulary(checkpoint: str, vocab: Vocabulary, task_name: str) ->
 class Seq2Seq(Trainable):
   """T5's training on a SeqIO task: monoT5 (targets = the relevance word) or any other
   text-to-text task such as span-corruption pre-training."""
+
+  @classmethod
+  def from_config(cls, config: T5Config, optimization) -> "Seq2Seq":
+    """Its dropout replaced by the run's `dropout_rate`, the z-loss the run's."""
+    return cls(config.replace(dropout_rate=optimization.dropout_rate), z_loss=optimization.z_loss)
 
   def __init__(self, config: T5Config, z_loss: float = 0.0):
     self.config = config

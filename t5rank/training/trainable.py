@@ -1,14 +1,15 @@
 """What the trainer needs of a model: one `Trainable` per kind of model, picked by its config.
 
     t5rank.training.trainer.train(model_config=...)
-      ─► trainable_for(model_config): a T5Config ─► `seq2seq.Seq2Seq` (monoT5: token cross-entropy
-         on the target word), a TKConfig ─► `pairwise.PairwiseTK` (TK: hinge loss on triples),
-         a DualEncoderConfig ─► `dual.DualEncoder` (in-batch sampled softmax on question → answer)
+      ─► trainable_for(model_config): the config's family in `t5rank.models.registry` names its
+         Trainable (a T5Config ─► `seq2seq.Seq2Seq`, monoT5's token cross-entropy on the target
+         word; a TKConfig ─► `pairwise.PairwiseTK`, TK's hinge loss on triples; a
+         DualEncoderConfig ─► `dual.DualEncoder`, the in-batch sampled softmax; ...)
       ─► the trainer's one loop: init or restore, `loss_and_metrics` in a pure jitted step,
          checkpoints, metrics, evaluation, and `export` of the final model
 
-A new model is a new `Trainable` (and a `Reranker` to score it): the loop, the checkpoints, resume,
-the NaN guard, the metrics and the evaluation hooks are shared.
+A new model is a new `Trainable` (and a `Reranker` to score it, one registration): the loop, the
+checkpoints, resume, the NaN guard, the metrics and the evaluation hooks are shared.
 """
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ class Trainable(abc.ABC):
     """Writes the trained `params` as a checkpoint `t5rank score` reads, with `metadata` and
     whatever the model needs to score (its vocabulary files)."""
 
+  @classmethod
+  def from_config(cls, config, optimization) -> "Trainable":
+    """This model's Trainable of `config` for a run with `optimization` (a model that has dropout
+    takes `optimization.dropout_rate`; one without refuses a rate above 0)."""
+    if optimization.dropout_rate:
+      raise ValueError(f"{type(config).__name__} models train without dropout, but the run sets "
+                       f"dropout_rate {optimization.dropout_rate}; set DROPOUT_RATE = 0.0")
+    return cls(config)
+
   def same_config(self, saved_json: str) -> bool:
     """Whether a checkpoint's saved config JSON is this model's architecture (resume check)."""
     return type(self.config).from_json(saved_json) == self.config
@@ -79,34 +89,8 @@ def query_document_lengths(model: str, config, feature_lengths: Mapping[str, int
 
 
 def trainable_for(config, optimization) -> Trainable:
-  """The `Trainable` of a model config: `Seq2Seq` for a `T5Config` (its dropout replaced by
-  `optimization.dropout_rate`, the z-loss `optimization.z_loss`), `ClassifierTrainable` for a
-  `ClassifierConfig` (T5's encoder with a 2-way head; the same dropout), `PairwiseTK` for a `TKConfig`
-  (which has no dropout), `dual.DualEncoder` for a `DualEncoderConfig` (`dual.T5DualEncoder` for its T5 variant)."""
-  dropout_rate = optimization.dropout_rate
-  from t5rank.models.config import T5Config
-  from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
-  from t5rank.models.tk import TKConfig
+  """The `Trainable` of a model config: its family's (`t5rank.models.registry`), made for a run with
+  `optimization` (`Trainable.from_config`)."""
+  from t5rank.models import registry
 
-  if isinstance(config, T5Config):
-    from t5rank.training.seq2seq import Seq2Seq
-    return Seq2Seq(config.replace(dropout_rate=dropout_rate), z_loss=optimization.z_loss)
-  from t5rank.models.classifier import ClassifierConfig
-  if isinstance(config, ClassifierConfig):
-    from t5rank.training.classifier import ClassifierTrainable
-    return ClassifierTrainable(config.replace(t5=config.t5.replace(dropout_rate=dropout_rate)))
-  if isinstance(config, DualEncoderConfig):
-    from t5rank.training.dual import DualEncoder
-    return DualEncoder(config)  # refuses dropout in check()
-  if isinstance(config, T5DualEncoderConfig):
-    from t5rank.training.dual import T5DualEncoder
-    return T5DualEncoder(config)
-  if isinstance(config, TKConfig):
-    from t5rank.training.pairwise import PairwiseTK
-    if dropout_rate:
-      raise ValueError(f"TK trains without dropout (the paper's setting; TKConfig has none), but "
-                       f"the run sets dropout_rate {dropout_rate}; set DROPOUT_RATE = 0.0")
-    return PairwiseTK(config)
-  raise TypeError("the trainer knows T5Config, ClassifierConfig, TKConfig and DualEncoderConfig "
-                  "models, got "
-                  f"{type(config).__name__}")
+  return registry.of_config(config).part("trainable").from_config(config, optimization)
