@@ -95,7 +95,7 @@ def main() -> None:
                            "the top 100 of BM25, of the first encoder and of the hybrid with it")
   args = parser.parse_args()
   from t5rank.data.insuranceqa import export_insuranceqa
-  from t5rank.models.words import insuranceqa_embeddings
+  from t5rank.data.word_embeddings import insuranceqa_embeddings
 
   if args.embeddings == "runs/words_insuranceqa_en_300d":
     insuranceqa_embeddings(dim=300)

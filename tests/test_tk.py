@@ -48,9 +48,9 @@ def test_words_and_vocabulary(tmp_path):
 
 
 def test_a_word_list_made_by_another_splitting_rule_is_rebuilt(tmp_path, monkeypatch):
-  from t5rank.models import words as words_module
+  from t5rank.data import word_embeddings as words_module
   built = []
-  monkeypatch.setattr(words_module, "insuranceqa_texts", lambda language: ["a b a", "b a"])
+  monkeypatch.setattr(words_module, "collection_texts", lambda language: ["a b a", "b a"])
   monkeypatch.setattr(words_module, "train_word2vec",
                       lambda texts, vocabulary, **kw: built.append(1) or np.zeros((vocabulary.size, 4)))
   directory = str(tmp_path / "w")

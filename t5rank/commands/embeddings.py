@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
   import time
 
   from t5rank.data.readers import document_text, read_corpus, read_queries
-  from t5rank.models.words import insuranceqa_texts, make_embeddings
+  from t5rank.data.word_embeddings import collection_texts, make_embeddings
 
   if args.queries and not args.corpus:
     raise SystemExit("t5rank embeddings: --queries adds to a --corpus; without --corpus the texts "
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     texts += list(read_queries(args.queries).values()) if args.queries else []
     source = f"{args.corpus}" + (f" + {args.queries}" if args.queries else "")
   else:
-    texts = insuranceqa_texts(args.language)
+    texts = collection_texts(args.language)
     source = f"insuranceqa train ({args.language}): answers + training questions"
   make_embeddings(args.output, texts, min_count=args.min_count, dim=args.dim, epochs=args.epochs,
                   seed=args.seed, source=source)
