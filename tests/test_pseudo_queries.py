@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from t5rank.retrieval import bm25 as retrieval
+from t5rank.data import analysis
 from t5rank.data.pseudo_queries import mix_tables, pseudo_query_table
 from t5rank.data.sources import TripleTable
 
@@ -26,7 +26,7 @@ def test_words_come_from_the_positive_and_negatives_differ():
     positive_words = [w.strip(".;,").lower() for w in positive.split()]
     assert all(w in positive_words for w in words)
     assert [positive_words.index(w) for w in words] == sorted(positive_words.index(w) for w in words)
-    assert not set(words) & retrieval.ENGLISH_STOPWORDS  # "the", "to", "with" are never drawn
+    assert not set(words) & analysis.ENGLISH_STOPWORDS  # "the", "to", "with" are never drawn
     assert negative != positive
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from t5rank import cli
 from t5rank.data.readers import Document, read_run
-from t5rank.retrieval.bm25 import RM3, BM25Index, open_index, query_weights, search, tokenize
+from t5rank.data.analysis import tokenize
+from t5rank.retrieval.bm25 import RM3, BM25Index, open_index, query_weights, search
 
 K1, B = 0.9, 0.4
 # Terms after stopping and stemming: d1 [cat chase mice] (3), d2 [dog chase cat cat chase dog] (6),

@@ -18,7 +18,7 @@ term matching that the real pairs then refine (docs/training.md has the measurem
 
 Words are drawn only from the first `max_words` words of the document: monoT5 cuts long inputs, and a
 word the model never sees would make the label noise. Terms are the BM25 analyzer's
-(`t5rank.retrieval.bm25.tokenize`: lower case, English stopwords removed, Porter stems), so "the" and
+(`t5rank.data.analysis.tokenize`: lower case, English stopwords removed, Porter stems), so "the" and
 "is" are never drawn and "policy"/"policies" count as one term for the idf.
 """
 
@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from t5rank.retrieval import bm25 as retrieval
+from t5rank.data import analysis
 from t5rank.data import sources
 from t5rank.data.sources import TripleTable
 
@@ -46,7 +46,7 @@ def _document_words(text: str, max_words: int, language: str,
   for word in _WORD.findall(text)[:max_words]:
     word = word.lower()
     if word not in analyzed:
-      terms = retrieval.tokenize(word, language)
+      terms = analysis.tokenize(word, language)
       analyzed[word] = terms[0] if len(terms) == 1 else None
     if analyzed[word] is not None:
       out.append((word, analyzed[word]))
@@ -71,7 +71,7 @@ def pseudo_query_table(documents: Sequence[str], num_queries: int, *, seed: int,
   analyzed: dict[str, Optional[str]] = {}
   words = [_document_words(text, max_words, language, analyzed) for text in documents]
   document_frequency: dict[str, int] = {}
-  for terms in (retrieval.tokenize(text, language) for text in documents):
+  for terms in (analysis.tokenize(text, language) for text in documents):
     for term in set(terms):
       document_frequency[term] = document_frequency.get(term, 0) + 1
   n = len(documents)

@@ -9,17 +9,8 @@ where w(t) is the term's count in the query (Anserini's bag-of-words query) or i
 (k1 + 1) factor; document lengths exact (Lucene rounds them to one byte, so Anserini's figures can
 differ in the third decimal). Defaults k1=0.9, b=0.4 are Anserini's.
 
-Tokenization:
-- `en`: lowercase, words (`\\w+`, with inner apostrophes), possessive 's dropped, Lucene's 33
-  English stopwords removed, Porter stemmer (PyStemmer) -- Anserini's default English analyzer.
-- `zh`: overlapping character bigrams over runs of CJK characters (a lone CJK character stays a
-  unigram) and lowercased words for other scripts -- what Lucene's CJKAnalyzer does (Anserini's
-  default for Chinese). No word segmenter is needed.
-- `zh-jieba`: words from the jieba segmenter (0.42.1, its default dictionary) in its search-engine
-  mode (`cut_for_search`: each word, plus the dictionary words of two and three characters inside a
-  longer one, so that 人寿保险 also gives 人寿 and 保险; its HMM finds unknown words), lowercased;
-  pieces without a letter or digit (punctuation, spaces) dropped. Latin words inside Chinese text
-  come out whole, unstemmed.
+Tokenization is Anserini's analyzers' (`t5rank.data.analysis`: `en` Porter-stemmed words without
+Lucene's stopwords, `zh` character bigrams, `zh-jieba` jieba's search-engine words).
 
 RM3 follows Anserini's Rm3Reranker: the top `fb_docs` documents of the first BM25 ranking each give
 a term distribution (their `fb_terms` most frequent terms of 2-20 alphanumeric characters that occur
@@ -37,36 +28,26 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
 import os
-import re
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from t5rank.data.analysis import LANGUAGES, tokenize
 from t5rank.data.readers import Document, Run, document_text
 from t5rank.files import atomic_directory
 from t5rank.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
 
-LANGUAGES = ("en", "zh", "zh-jieba")
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's
 INDEX_FORMAT = 1
 KEY_FILE = "t5rank_index.json"
 DOC_IDS_FILE = "doc_ids.json"
 TERM_FREQS_FILE = "term_freqs.npz"
-# Lucene's default English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), as Anserini uses it.
-ENGLISH_STOPWORDS = frozenset((
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with").split())
-_ENGLISH_WORD = re.compile(r"\w+(?:['’]\w+)*")
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_CJK_OR_WORD = re.compile(f"([{_CJK}]+)|((?:(?![{_CJK}])\\w)+)")
-_HAS_WORD_CHARACTER = re.compile(r"\w")
 # RM3 feedback terms: Anserini's filter (length 2-20, alphanumeric, in at most 10% of documents).
 FEEDBACK_MIN_LEN, FEEDBACK_MAX_LEN, FEEDBACK_MAX_DF_RATIO = 2, 20, 0.1
 
@@ -81,47 +62,6 @@ class RM3:
   def __post_init__(self):
     if self.fb_docs < 1 or self.fb_terms < 1 or not 0.0 <= self.original_weight <= 1.0:
       raise ValueError(f"RM3 needs fb_docs >= 1, fb_terms >= 1, 0 <= original_weight <= 1; got {self}")
-
-
-def tokenize(text: str, language: str) -> list[str]:
-  """The index terms of `text` for `language` (see the module docstring)."""
-  text = text.lower()
-  if language == "en":
-    words = [w[:-2] if w.endswith(("'s", "’s")) else w for w in _ENGLISH_WORD.findall(text)]
-    words = [w for w in words if w not in ENGLISH_STOPWORDS]
-    # Porter's algorithm leaves words of one or two letters alone (Snowball's "porter" would turn
-    # "s" into "").
-    return [stem if len(w) > 2 else w for w, stem in zip(words, _porter().stemWords(words))]
-  if language == "zh":
-    terms = []
-    for cjk, word in _CJK_OR_WORD.findall(text):
-      if word:
-        terms.append(word)
-      elif len(cjk) == 1:
-        terms.append(cjk)
-      else:
-        terms.extend(cjk[i:i + 2] for i in range(len(cjk) - 1))
-    return terms
-  if language == "zh-jieba":
-    return [w for w in _jieba().lcut_for_search(text) if _HAS_WORD_CHARACTER.search(w)]
-  raise ValueError(f"unknown language {language!r}; expected one of {LANGUAGES}")
-
-
-@functools.cache
-def _jieba():
-  """jieba's default tokenizer, its dictionary loaded once (and its start-up log silenced)."""
-  import jieba
-
-  jieba.setLogLevel(logging.WARNING)
-  tokenizer = jieba.Tokenizer()
-  tokenizer.initialize()
-  return tokenizer
-
-
-@functools.cache
-def _porter():
-  import Stemmer
-  return Stemmer.Stemmer("porter")
 
 
 def index_key(corpus: Mapping[str, Document], *, k1: float, b: float, language: str) -> dict:
