@@ -42,8 +42,8 @@ setup(
     packages=["t5rank", "t5rank.checkpoints", "t5rank.commands", "t5rank.data", "t5rank.evaluation",
               "t5rank.models", "t5rank.pipelines", "t5rank.ranking", "t5rank.retrieval",
               "t5rank.training", "t5rank.tasks"],
-    package_dir={"t5rank.tasks": "tasks"},
-    package_data={"t5rank": ["data/*.model"]},
+    # the vocabularies, and the gin files (`--gin_file=gin/experiments/...` from any directory)
+    package_data={"t5rank": ["data/*.model", "gin/*/*.gin"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "test": ["pytest==9.2.0"],

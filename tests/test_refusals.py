@@ -207,10 +207,9 @@ def test_a_broken_config_and_a_checkpoint_of_another_model_are_named(tmp_path):
      r"train_steps \(TRAIN_STEPS\) must be at least 1, got -1"),
 ])
 def test_train_refuses_unknown_macros_no_steps_and_a_missing_model_dir(tmp_path, flags, message):
-  gin_file = "gin/experiments/tiny_insuranceqa_cpu.gin"
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  gin_file = "gin/experiments/tiny_insuranceqa_cpu.gin"  # found in the package, from any directory
   with pytest.raises(SystemExit, match=f"^t5rank train: {message}"):
-    cli.main(["train", f"--gin_file={os.path.join(repo, gin_file)}",
+    cli.main(["train", f"--gin_file={gin_file}",
               *(f.format(dir=tmp_path / "run") for f in flags)])
   assert not (tmp_path / "run").exists()
 

@@ -14,7 +14,7 @@ slice (v3-32 and up) that is one process per host; the trainer joins them with j
 Follow it with logs.sh. Run install.sh first.
 
 EXPERIMENT  base | large | 3B  (monoT5 on MS MARCO passage: gin/experiments/monot5_SIZE_msmarco.gin)
-            or a gin file, relative to the repository root, e.g. gin/experiments/other.gin
+            or a gin file, relative to the repository root or the package, e.g. gin/experiments/other.gin
 
 Expected, from the paper (100k steps of batch 128, on ONE TPU v3-8; MS MARCO passage dev MRR@10):
   base   about 12 h    MRR@10 .363   (a TPU v3-8 reproduction got .3816)
@@ -55,8 +55,8 @@ case $experiment in
   *.gin) gin_file=$experiment ;;
   *) die "EXPERIMENT must be base, large, 3B or a .gin file, not: $experiment" ;;
 esac
-[[ $gin_file != /* ]] || die "give the gin file relative to the repository root ($REPO_ROOT), not: $gin_file"
-[[ -f $REPO_ROOT/$gin_file ]] ||
+[[ $gin_file != /* ]] || die "give the gin file relative to the repository root ($REPO_ROOT) or the package (gin/...), not: $gin_file"
+[[ -f $REPO_ROOT/$gin_file || -f $REPO_ROOT/t5rank/$gin_file ]] ||
   die "no gin file $gin_file in this checkout ($REPO_ROOT); the workers get this checkout from install.sh"
 name=$(basename "$gin_file" .gin)
 if [[ -z $model_dir ]]; then

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from t5rank.training import gin_config
-from t5rank.training.gin_config import REPO_ROOT, gin_bindings, parse_gin, train_configured
+from t5rank.training.gin_config import GIN_ROOT, gin_bindings, parse_gin, train_configured
 
 
 def add_parser(subparsers) -> None:
@@ -13,7 +13,7 @@ def add_parser(subparsers) -> None:
                             description=gin_config.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--gin_file", action="append", default=[], metavar="PATH",
                  help="gin file (repeatable; later files override earlier ones). Searched in the "
-                      f"current directory, then in {REPO_ROOT}")
+                      f"current directory, then in the package ({GIN_ROOT}/gin/...)")
   p.add_argument("--gin_search_path", action="append", default=[], metavar="DIR",
                  help="extra directory for gin files and their include lines")
   p.set_defaults(func=run, accepts_extra=True)

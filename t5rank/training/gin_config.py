@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import ast
 import difflib
+import logging
 import os
 import re
 import tokenize
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the package directory: `gin/experiments/x.gin` and a gin file's `include 'gin/models/y.gin'`
+# resolve there (t5rank/gin/...) from any working directory, in a checkout or a pip install
+GIN_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def gin_bindings(extra: list[str]) -> list[str]:
@@ -52,18 +55,19 @@ def _gin_value(value: str) -> str:
 
 
 def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str] = ()) -> None:
-  """Loads gin files and then `bindings` (from `--gin.NAME=VALUE`), with the repository root on the
-  search path for includes. A binding of a macro that no gin file defines (a misspelling such as
+  """Loads gin files and then `bindings` (from `--gin.NAME=VALUE`), each file looked up in the
+  current directory, then in `search_paths`, then in the package (GIN_ROOT: `gin/...`). A binding of a macro that no gin file defines (a misspelling such as
   TRAIN_STEP) is refused, as gin refuses an unknown configurable; a syntax error, or a macro left
   `%gin.REQUIRED`, raises ValueError naming the file and line or the flag to give."""
   import gin
 
   import t5rank.tasks  # noqa: F401  (registers the tasks and their gin-configurable data locations)
-  for path in [*search_paths, REPO_ROOT]:
+  for path in [*search_paths, GIN_ROOT]:
     gin.add_config_file_search_path(path)
   if not gin_files:
     raise SystemExit("t5rank train: give at least one --gin_file (e.g. "
                      "gin/experiments/tiny_insuranceqa_bm25_cpu.gin)")
+  _quiet_gin_lookups()
   gin.clear_config()  # a process may train more than once (the demo, tests)
   try:
     gin.parse_config_files_and_bindings(gin_files, [], finalize_config=False)
@@ -80,6 +84,20 @@ def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str]
       raise ValueError(f"{required[1]} is required by the gin files: give "
                        f"--gin.{required[1]}=VALUE") from None
     raise
+
+
+class _GinLookups(logging.Filter):
+  """Drops gin's "Path not found" errors: it logs one for every search path a file is not in
+  before it finds the file in the next (ours, the package, comes after the working directory)."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not (record.module == "resource_reader" and record.msg.startswith("Path not found"))
+
+
+def _quiet_gin_lookups() -> None:
+  root = logging.getLogger()
+  if not any(isinstance(f, _GinLookups) for f in root.filters):
+    root.addFilter(_GinLookups())
 
 
 def _check_macros(bindings: list[str]) -> None:
