@@ -45,6 +45,7 @@ All runs hold the same DEPTH candidates per query, so the comparison is between 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -53,6 +54,7 @@ import shutil
 import time
 from typing import Callable, Optional, Sequence
 
+from t5rank.pipelines.stages import Record, Stage, run_stages
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
 from t5rank.files import atomic_write
 
@@ -79,16 +81,6 @@ def _read_json(path: str) -> Optional[dict]:
     return None
   with open(path, encoding="utf-8") as f:
     return json.load(f)
-
-
-def _stage(name: str) -> float:
-  print(f"== {name}", flush=True)
-  return time.perf_counter()
-
-
-def _done(name: str, start: float, timings: dict[str, float], detail: str = "") -> None:
-  timings[name] = round(time.perf_counter() - start, 1)
-  print(f"== {name}: {timings[name]:.1f} s{'; ' + detail if detail else ''}", flush=True)
 
 
 # -------------------------------------------------------------------------------------- the jobs
@@ -219,48 +211,66 @@ def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus,
   return run, False
 
 
-def _dense(job: Job, workdir: str, bindings: Sequence[str], retrain: bool, queries, corpus,
-           candidates, run_path: str, timings: dict[str, float]) -> tuple:
-  """(the dual encoder's run over `candidates`, what results.json says of it): its first stage
-  (`job.dense_pretrain_bindings`) in WORKDIR/dense_pretrain, then `job.dense_gin_file` from that
-  stage's best checkpoint in WORKDIR/dense, each reused like the monoT5 model (`prepare_model`);
-  the best checkpoint (validation in-batch P@1) encodes the corpus, and each query's candidates
-  are ranked by their cosine to it. `bindings` go to both stages, after the job's."""
+def _best(model_dir: str) -> str:
+  """A dual encoder run's early-stopped model; final when no evaluation ran."""
   from t5rank.checkpoints import native
-  from t5rank.data.readers import write_run
-  from t5rank.retrieval.dense import DenseRetriever
 
-  def best(model_dir: str) -> str:  # the early-stopped model; final when no evaluation ran
-    path = os.path.join(model_dir, "best")
-    return path if native.is_native_checkpoint(path) else os.path.join(model_dir, "final")
+  path = os.path.join(model_dir, "best")
+  return path if native.is_native_checkpoint(path) else os.path.join(model_dir, "final")
 
-  first_dir, model_dir = (os.path.join(workdir, d) for d in ("dense_pretrain", "dense"))
+
+def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage]:
+  """The dual encoder's stages: its first stage (`job.dense_pretrain_bindings`) in
+  WORKDIR/dense_pretrain, then `job.dense_gin_file` from that stage's best checkpoint in
+  WORKDIR/dense, each reused like the monoT5 model (`prepare_model`); the best checkpoint
+  (validation in-batch P@1) encodes the corpus, and each query's candidates are ranked by their
+  cosine to it (record["dense"], record.results["dual_encoder"]). `bindings` go to both stages,
+  after the job's."""
   first_bindings = [*job.dense_pretrain_bindings, *bindings]  # a later binding of a name wins
-  start = _stage(f"dual encoder, first stage: {job.dense_gin_file} with "
-                 f"{', '.join(_effective(first_bindings))}")
-  _, trained_first = prepare_model(first_dir, [job.dense_gin_file], first_bindings,
-                                   retrain=retrain)
-  first = best(first_dir)
-  _done("dense pretrain" if trained_first else "load dense pretrained", start, timings, first)
-  start = _stage(f"dual encoder: {job.dense_gin_file} from {first}")
-  _, trained = prepare_model(model_dir, [job.dense_gin_file],
-                             [*bindings, f"INIT_CHECKPOINT = {first!r}"],
-                             retrain=retrain or trained_first)
-  checkpoint = best(model_dir)
-  _done("dense train" if trained else "load dense model", start, timings, checkpoint)
-  start = _stage(f"dual encoder: encode {len(corpus)} answers, rank each query's candidates")
-  retriever = DenseRetriever.build(corpus, encoder_path=checkpoint)  # seconds: no shards
-  run = retriever.retrieve(queries, candidates=candidates)
-  write_run(run_path, run, tag="dual_encoder")
-  _done("dense rank", start, timings, run_path)
-  metadata = native.read_metadata(checkpoint)
-  info = {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
-          "validation_p@1": metadata.get("eval/p@1"),
-          "recipe_sha256": _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"],
-          "first_stage": {"checkpoint": first, "trained_now": trained_first,
-                          "step": native.read_metadata(first).get("step"),
-                          "bindings": _effective(first_bindings)}}
-  return run, info
+
+  def first_stage(record: Record) -> tuple[str, str]:
+    first_dir = os.path.join(record.workdir, "dense_pretrain")
+    _, record["dense_first_trained"] = prepare_model(first_dir, [job.dense_gin_file],
+                                                     first_bindings, retrain=retrain)
+    record["dense_first"] = _best(first_dir)
+    return ("dense pretrain" if record["dense_first_trained"] else "load dense pretrained",
+            record["dense_first"])
+
+  def train(record: Record) -> tuple[str, str]:
+    model_dir = os.path.join(record.workdir, "dense")
+    _, record["dense_trained"] = prepare_model(
+        model_dir, [job.dense_gin_file],
+        [*bindings, f"INIT_CHECKPOINT = {record['dense_first']!r}"],
+        retrain=retrain or record["dense_first_trained"])
+    record["dense_checkpoint"] = _best(model_dir)
+    return ("dense train" if record["dense_trained"] else "load dense model",
+            record["dense_checkpoint"])
+
+  def rank(record: Record) -> tuple[str, str]:
+    from t5rank.checkpoints import native
+    from t5rank.data.readers import write_run
+    from t5rank.retrieval.dense import DenseRetriever
+
+    checkpoint, path = record["dense_checkpoint"], record["paths"]["dense.run"]
+    retriever = DenseRetriever.build(record["corpus"], encoder_path=checkpoint)  # seconds
+    record["dense"] = retriever.retrieve(record["queries"], candidates=record["bm25"])
+    write_run(path, record["dense"], tag="dual_encoder")
+    metadata, first = native.read_metadata(checkpoint), record["dense_first"]
+    record.results["dual_encoder"] = {
+        "checkpoint": checkpoint, "trained_now": record["dense_trained"],
+        "step": metadata.get("step"), "validation_p@1": metadata.get("eval/p@1"),
+        "recipe_sha256": _read_json(os.path.join(record.workdir, "dense",
+                                                 RECIPE_FILE))["sha256"],
+        "first_stage": {"checkpoint": first, "trained_now": record["dense_first_trained"],
+                        "step": native.read_metadata(first).get("step"),
+                        "bindings": _effective(first_bindings)}}
+    return "dense rank", path
+
+  return [Stage(f"dual encoder, first stage: {job.dense_gin_file} with "
+                f"{', '.join(_effective(first_bindings))}", first_stage),
+          Stage(lambda r: f"dual encoder: {job.dense_gin_file} from {r['dense_first']}", train),
+          Stage(lambda r: f"dual encoder: encode {len(r['corpus'])} answers, rank each query's "
+                "candidates", rank)]
 
 
 def _effective(bindings: Sequence[str]) -> list[str]:
@@ -315,136 +325,195 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   `gin_files` (the job's when None) and `gin_bindings` (gin binding strings, MODEL_DIR excepted),
   the job's pre-training its gin file and `pretrain_bindings`, the job's dual encoder (if any)
   its gin file and `dense_bindings` (both of its stages). Returns what results.json holds."""
-  from t5rank.evaluation import metrics as evaluation
-  from t5rank.ranking import fusion
-  from t5rank.checkpoints import native
-  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
-  from t5rank.checkpoints.models import load_reranker
-
   if depth < 1 or tune_queries < 1 or (num_queries is not None and num_queries < 1):
     raise ValueError("depth and the numbers of queries must be positive, got "
                      f"{depth}, {num_queries}, {tune_queries}")
   workdir = workdir or job.workdir
-  gin_files = list(gin_files or [job.gin_file])
-  timings: dict[str, float] = {}
   os.makedirs(workdir, exist_ok=True)
-  paths = {name: os.path.join(workdir, name)
-           for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run", "hybrid.run",
-                        "dense.run", "qrels.txt", "results.json", "results.png")}
-  begin = time.perf_counter()
+  record = Record(workdir)
+  record["paths"] = {name: os.path.join(workdir, name)
+                     for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run",
+                                  "hybrid.run", "dense.run", "qrels.txt", "results.json",
+                                  "results.png")}
+  record["gin_bindings"] = list(gin_bindings)
+  record["retrain_model"] = retrain
+  stages = [Stage(f"export: {job.name}", functools.partial(_export, job, num_queries)),
+            Stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}, analyzer {job.bm25_language}) over each "
+                  f"query's answer pool, top {depth}", functools.partial(_bm25, job, depth))]
+  if job.pretrain_gin_file:
+    stages.append(Stage(f"pre-training: {job.pretrain_gin_file}",
+                        functools.partial(_pretrain, job, pretrain_bindings, retrain)))
+  stages += [Stage("model", functools.partial(_model, list(gin_files or [job.gin_file]))),
+             Stage(lambda r: f"rerank: monoT5 on {r['candidates']} ({r['pairs']} pairs)",
+                   functools.partial(_monot5, progress)),
+             Stage(f"tune: the BM25/monoT5 interpolation weight on {tune_queries} validation "
+                   "queries", functools.partial(_hybrid, job, depth, tune_queries, progress))]
+  if job.dense_gin_file:
+    stages += dense_stages(job, dense_bindings, retrain)
+  stages.append(Stage("evaluate", functools.partial(_evaluate, job)))
+  run_stages(stages, record)
+  return _report(job, depth, record)
 
-  start = _stage(f"export: {job.name}")
-  data = job.export(os.path.join(workdir, "data"), "test")
+
+def _export(job: Job, num_queries: Optional[int], record: Record) -> tuple[str, str]:
+  """The test split's files (WORKDIR/data), its first `num_queries` queries and their judgments
+  (WORKDIR/qrels.txt: what the job evaluates)."""
+  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
+
+  record["data"] = data = job.export(os.path.join(record.workdir, "data"), "test")
   queries = read_queries(data["queries.tsv"])
-  queries = dict(list(queries.items())[:num_queries])
-  qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items() if qid in queries}
-  with atomic_write(paths["qrels.txt"]) as f:  # the judgments of the queries evaluated
+  record["queries"] = queries = dict(list(queries.items())[:num_queries])
+  record["qrels"] = qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items()
+                             if qid in queries}
+  with atomic_write(record["paths"]["qrels.txt"]) as f:
     f.writelines(f"{qid} 0 {docid} {label}\n" for qid, docs in qrels.items()
                  for docid, label in docs.items())
-  corpus = read_corpus(data["corpus.jsonl"])
-  pool = read_run(data["pool.run"])
-  _done("export", start, timings, f"{len(queries)} queries, {len(corpus)} answers")
+  record["corpus"] = read_corpus(data["corpus.jsonl"])
+  record["pool"] = read_run(data["pool.run"])
+  return "export", f"{len(queries)} queries, {len(record['corpus'])} answers"
 
-  start = _stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}, analyzer {job.bm25_language}) over each "
-                 f"query's answer pool, top {depth}")
-  retriever = BM25.open(corpus, os.path.join(workdir, "index"), k1=BM25_K1, b=BM25_B,
-                        language=job.bm25_language)
-  bm25 = retriever.retrieve(queries, k=depth, candidates=pool)
-  write_run(paths["bm25.run"], bm25, tag="bm25")
-  pairs = sum(map(len, bm25.values()))
+
+def _bm25(job: Job, depth: int, record: Record) -> tuple[str, str]:
+  """BM25's top `depth` of each query's pool (WORKDIR/bm25.run; the index in WORKDIR/index)."""
+  from t5rank.data.readers import write_run
+
+  queries, pool = record["queries"], record["pool"]
+  record["retriever"] = BM25.open(record["corpus"], os.path.join(record.workdir, "index"),
+                                  k1=BM25_K1, b=BM25_B, language=job.bm25_language)
+  record["bm25"] = bm25 = record["retriever"].retrieve(queries, k=depth, candidates=pool)
+  write_run(record["paths"]["bm25.run"], bm25, tag="bm25")
+  record["pairs"] = pairs = sum(map(len, bm25.values()))
   whole = all(len(bm25.get(qid, ())) == len(pool[qid]) for qid in queries)
-  candidates = "each query's whole pool" if whole else f"BM25's top {depth}"
-  _done("bm25", start, timings, f"{pairs} candidates ({candidates})")
+  record["candidates"] = "each query's whole pool" if whole else f"BM25's top {depth}"
+  return "bm25", f"{pairs} candidates ({record['candidates']})"
 
-  pretrained = None
-  retrain_model = retrain
-  if job.pretrain_gin_file:
-    start = _stage(f"pre-training: {job.pretrain_gin_file}")
-    pretrain_dir = os.path.join(workdir, "pretrain")
-    checkpoint, trained = prepare_model(pretrain_dir, [job.pretrain_gin_file], pretrain_bindings,
-                                        retrain=retrain)
-    pretrained = {"checkpoint": checkpoint, "trained_now": trained,
-                  "step": native.read_metadata(checkpoint).get("step"),
-                  "recipe_sha256": _read_json(os.path.join(pretrain_dir, RECIPE_FILE))["sha256"]}
-    _done("pretrain" if trained else "load pretrained", start, timings, checkpoint)
-    # a new pre-trained model makes the fine-tuned one stale even though its recipe reads the same
-    gin_bindings = [*gin_bindings, f"INIT_CHECKPOINT = {checkpoint!r}"]
-    retrain_model = retrain or trained
 
-  start = _stage("model")
-  model_dir = os.path.join(workdir, "model")
-  checkpoint, trained = prepare_model(model_dir, gin_files, gin_bindings, retrain=retrain_model)
-  reranker, params = load_reranker(checkpoint)
-  config = reranker.config
-  metadata = native.read_metadata(checkpoint)
-  _done("train" if trained else "load model", start, timings, checkpoint)
+def _pretrain(job: Job, bindings: Sequence[str], retrain: bool, record: Record) -> tuple[str, str]:
+  """The job's pre-training (WORKDIR/pretrain), which the fine-tuning then starts from."""
+  from t5rank.checkpoints import native
 
-  max_length = reranker.max_length
-  recipe_sha256 = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
-  model_id = f"{os.path.abspath(checkpoint)}@{recipe_sha256}"
-  start = _stage(f"rerank: monoT5 on {candidates} ({pairs} pairs)")
-  monot5, reused = _rerank(reranker, params, model_id, trained, queries, corpus, bm25,
-                           paths["bm25.run"], paths["monot5.run"], progress)
-  _done("reuse run" if reused else "rerank", start, timings,
-        f"{paths['monot5.run']}, scored by the same model" if reused else
-        f"{pairs / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, compilation and "
-        "tokenization included")
+  pretrain_dir = os.path.join(record.workdir, "pretrain")
+  checkpoint, trained = prepare_model(pretrain_dir, [job.pretrain_gin_file], bindings,
+                                      retrain=retrain)
+  record["pretrained"] = {
+      "checkpoint": checkpoint, "trained_now": trained,
+      "step": native.read_metadata(checkpoint).get("step"),
+      "recipe_sha256": _read_json(os.path.join(pretrain_dir, RECIPE_FILE))["sha256"]}
+  # a new pre-trained model makes the fine-tuned one stale even though its recipe reads the same
+  record["gin_bindings"] = [*record["gin_bindings"], f"INIT_CHECKPOINT = {checkpoint!r}"]
+  record["retrain_model"] = retrain or trained
+  return "pretrain" if trained else "load pretrained", checkpoint
 
-  start = _stage(f"tune: the BM25/monoT5 interpolation weight on {tune_queries} validation queries")
-  valid = job.export(os.path.join(workdir, "data_valid"), "validation")
+
+def _model(gin_files: Sequence[str], record: Record) -> tuple[str, str]:
+  """monoT5, trained by the recipe in WORKDIR/model or reused (`prepare_model`)."""
+  from t5rank.checkpoints.models import load_reranker
+
+  model_dir = os.path.join(record.workdir, "model")
+  checkpoint, trained = prepare_model(model_dir, gin_files, record["gin_bindings"],
+                                      retrain=record["retrain_model"])
+  record["checkpoint"], record["trained"] = checkpoint, trained
+  record["monot5_model"] = load_reranker(checkpoint)
+  record["recipe_sha256"] = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
+  return "train" if trained else "load model", checkpoint
+
+
+def _monot5(progress: bool, record: Record) -> tuple[str, str]:
+  """monoT5's reranking of BM25's candidates (WORKDIR/monot5.run)."""
+  start = time.perf_counter()
+  reranker, params = record["monot5_model"]
+  paths = record["paths"]
+  model_id = f"{os.path.abspath(record['checkpoint'])}@{record['recipe_sha256']}"
+  record["monot5"], reused = _rerank(reranker, params, model_id, record["trained"],
+                                     record["queries"], record["corpus"], record["bm25"],
+                                     paths["bm25.run"], paths["monot5.run"], progress)
+  if reused:
+    return "reuse run", f"{paths['monot5.run']}, scored by the same model"
+  return "rerank", (f"{record['pairs'] / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, "
+                    "compilation and tokenization included")
+
+
+def _hybrid(job: Job, depth: int, tune_queries: int, progress: bool,
+            record: Record) -> tuple[str, str]:
+  """BM25 and monoT5 interpolated (WORKDIR/hybrid.run), the weight chosen on the first
+  `tune_queries` validation queries' BM25 top `depth`, scored the same way."""
+  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
+  from t5rank.ranking import fusion
+
+  paths = record["paths"]
+  valid = job.export(os.path.join(record.workdir, "data_valid"), "validation")
   valid_queries = dict(list(read_queries(valid["queries.tsv"]).items())[:tune_queries])
   valid_qrels = {qid: docs for qid, docs in read_qrels(valid["qrels.txt"]).items()
                  if qid in valid_queries}
-  valid_corpus = read_corpus(valid["corpus.jsonl"])
-  valid_bm25 = retriever.retrieve(valid_queries, k=depth, candidates=read_run(valid["pool.run"]))
+  valid_bm25 = record["retriever"].retrieve(valid_queries, k=depth,
+                                            candidates=read_run(valid["pool.run"]))
   write_run(paths["valid_bm25.run"], valid_bm25, tag="bm25")
-  valid_monot5, _ = _rerank(reranker, params, model_id, trained, valid_queries, valid_corpus,
-                            valid_bm25, paths["valid_bm25.run"], paths["valid_monot5.run"], progress)
+  reranker, params = record["monot5_model"]
+  model_id = f"{os.path.abspath(record['checkpoint'])}@{record['recipe_sha256']}"
+  valid_monot5, _ = _rerank(reranker, params, model_id, record["trained"], valid_queries,
+                            read_corpus(valid["corpus.jsonl"]), valid_bm25,
+                            paths["valid_bm25.run"], paths["valid_monot5.run"], progress)
   weight, tuning = fusion.tune_weight(valid_qrels, valid_bm25, valid_monot5, metric="MRR")
-  hybrid = fusion.interpolate(bm25, monot5, weight)
-  write_run(paths["hybrid.run"], hybrid, tag="hybrid")
-  _done("tune", start, timings, f"w = {weight:g} (validation MRR {tuning[0.0]:.4f} at w = 0, "
-        f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
+  record["hybrid"] = fusion.interpolate(record["bm25"], record["monot5"], weight)
+  write_run(paths["hybrid.run"], record["hybrid"], tag="hybrid")
+  record.results["hybrid"] = {
+      "weight": weight, "normalization": "zscore",
+      "tuned_on": f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
+      "validation_MRR": {f"{w:g}": v for w, v in tuning.items()}}
+  return "tune", (f"w = {weight:g} (validation MRR {tuning[0.0]:.4f} at w = 0, "
+                  f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
 
-  ranked, dense = [bm25, monot5, hybrid], None
-  if job.dense_gin_file:
-    dense_run, dense = _dense(job, workdir, dense_bindings, retrain, queries, corpus, bm25,
-                              paths["dense.run"], timings)
-    ranked.append(dense_run)
 
-  start = _stage("evaluate")
+def _evaluate(job: Job, record: Record) -> tuple[str, str]:
+  """The job's metrics of every system, paired t-tests against BM25 (and, cross-lingual, each
+  run's breakdown by query and answer language)."""
+  from t5rank.evaluation import metrics as evaluation
+
+  ranked = [record["bm25"], record["monot5"], record["hybrid"]]
+  if "dense" in record:
+    ranked.append(record["dense"])
   systems = dict(zip(job.systems, ranked))
-  report = evaluation.evaluate(qrels, systems, job.metrics)
-  print(evaluation.format_table(report), flush=True)
-  languages = _language_report(qrels, systems, data["xpr.json"]) if job.cross_lingual else None
-  _done("evaluate", start, timings)
-  timings["total"] = round(time.perf_counter() - begin, 1)
+  record["report"] = evaluation.evaluate(record["qrels"], systems, job.metrics)
+  print(evaluation.format_table(record["report"]), flush=True)
+  if job.cross_lingual:
+    record.results["languages"] = _language_report(record["qrels"], systems,
+                                                   record["data"]["xpr.json"])
+  return "evaluate", ""
 
+
+def _report(job: Job, depth: int, record: Record) -> dict:
+  """results.json and results.png (WORKDIR); returns the results."""
+  from t5rank.checkpoints import native
+
+  paths, checkpoint = record["paths"], record["checkpoint"]
+  reranker, _ = record["monot5_model"]
+  config, metadata = reranker.config, native.read_metadata(checkpoint)
+  pretrained = record.values.get("pretrained")
+  weight = record.results["hybrid"]["weight"]
   results = {
       "dataset": job.name,
-      "queries": len(queries), "depth": depth, "candidates": candidates,
+      "queries": len(record["queries"]), "depth": depth, "candidates": record["candidates"],
       "bm25": {"k1": BM25_K1, "b": BM25_B, "language": job.bm25_language},
-      "model": {"checkpoint": checkpoint, "trained_now": trained, "step": metadata.get("step"),
-                "recipe_sha256": recipe_sha256, "parameters": config.num_parameters,
-                "max_length": max_length, "target_words": metadata.get("target_words"),
-                "bm25_in_input": bool(metadata.get("bm25_in_input")),
-                "pretrained": pretrained},
-      "hybrid": {"weight": weight, "normalization": "zscore", "tuned_on":
-                 f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
-                 "validation_MRR": {f"{w:g}": v for w, v in tuning.items()}},
-      "timings_s": timings, "evaluation": report,
+      "model": {"checkpoint": checkpoint, "trained_now": record["trained"],
+                "step": metadata.get("step"), "recipe_sha256": record["recipe_sha256"],
+                "parameters": config.num_parameters, "max_length": reranker.max_length,
+                "target_words": metadata.get("target_words"),
+                "bm25_in_input": bool(metadata.get("bm25_in_input")), "pretrained": pretrained},
+      "hybrid": record.results["hybrid"],
+      "timings_s": record.timings, "evaluation": record["report"],
       "files": {"bm25": paths["bm25.run"], "monot5": paths["monot5.run"],
                 "hybrid": paths["hybrid.run"],
                 "chart": paths["results.png"], "qrels": paths["qrels.txt"]},
   }
-  if languages is not None:
-    results["languages"] = languages
-    results["files"]["xpr"] = data["xpr.json"]
+  if "languages" in record.results:
+    results["languages"] = record.results["languages"]
+    results["files"]["xpr"] = record["data"]["xpr.json"]
+  dense = record.results.get("dual_encoder")
   if dense is not None:
     results["dual_encoder"] = dense
     results["files"]["dual_encoder"] = paths["dense.run"]
-  plot_comparison(report, paths["results.png"],
-                  f"{job.name},\n{len(queries)} queries: {candidates} (BM25) "
+  plot_comparison(record["report"], paths["results.png"],
+                  f"{job.name},\n{len(record['queries'])} queries: {record['candidates']} (BM25) "
                   f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
                   f"{metadata.get('step')}"
                   f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}"
@@ -456,9 +525,9 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
     json.dump(_finite(results), f, indent=1, allow_nan=False)
   print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
         f"{paths['dense.run'] + ', ' if dense else ''}"
-        f"{paths['results.json']}, {paths['results.png']}; total {timings['total']:.1f} s",
+        f"{paths['results.json']}, {paths['results.png']}; total {record.timings['total']:.1f} s",
         flush=True)
-  return results
+  return _finite(results)
 
 
 def _finite(value):

@@ -1,0 +1,57 @@
+"""A job as a list of stages: each reads what the stages before it left in one `Record` and adds its
+own (runs, models, data, the results it reports); `run_stages` runs them in order, prints each one's
+title and time, and keeps the timings. A cascade of any length is a longer list.
+
+    record = Record(workdir)
+    run_stages([export, first_stage, train, rerank, ..., evaluate, report], record)
+    record.results    # what results.json holds
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Sequence, Union
+
+
+@dataclasses.dataclass
+class Record:
+  """What a job's stages share: the work directory, what each stage produced (`values`, by name),
+  the timings (seconds, by the name each stage reports) and the results to report."""
+  workdir: str
+  values: dict[str, Any] = dataclasses.field(default_factory=dict)
+  timings: dict[str, float] = dataclasses.field(default_factory=dict)
+  results: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def __getitem__(self, name: str) -> Any:
+    return self.values[name]
+
+  def __setitem__(self, name: str, value: Any) -> None:
+    self.values[name] = value
+
+  def __contains__(self, name: str) -> bool:
+    return name in self.values
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+  """One step of a job: `title` (or a function of the record giving it) is printed when it starts;
+  `run(record)` does the work and returns (the name its time is kept under, a detail for the
+  log)."""
+  title: Union[str, Callable[[Record], str]]
+  run: Callable[[Record], tuple[str, str]]
+
+
+def run_stages(stages: Sequence[Stage], record: Record) -> Record:
+  """Runs `stages` in order on `record` (`== title` when a stage starts, `== name: seconds;
+  detail` when it ends) and keeps its timings and their total."""
+  begin = time.perf_counter()
+  for stage in stages:
+    title = stage.title(record) if callable(stage.title) else stage.title
+    print(f"== {title}", flush=True)
+    start = time.perf_counter()
+    name, detail = stage.run(record)
+    record.timings[name] = round(time.perf_counter() - start, 1)
+    print(f"== {name}: {record.timings[name]:.1f} s{'; ' + detail if detail else ''}", flush=True)
+  record.timings["total"] = round(time.perf_counter() - begin, 1)
+  return record
