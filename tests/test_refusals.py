@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from t5rank import cli
-from t5rank.data.readers import Document
 from t5rank.models.words import WordVocabulary, save_embeddings
 
 TEXTS = {"d1": "car insurance policy", "d2": "life insurance cover", "d3": "annuity income",

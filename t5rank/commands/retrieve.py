@@ -9,7 +9,8 @@ import logging
 import time
 
 from t5rank.commands import add_overwrite, positive_int
-from t5rank.retrieval.bm25 import BM25, KEY_FILE, LANGUAGES, RM3
+from t5rank.data.analysis import LANGUAGES
+from t5rank.retrieval.bm25 import BM25, KEY_FILE, RM3
 
 
 def add_parser(subparsers) -> None:

@@ -22,7 +22,6 @@ import gzip
 import json
 import math
 import logging
-import os
 import re
 from typing import IO, Callable, Iterator, Mapping, Sequence
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from typing import Any, Optional
+from typing import ClassVar, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from t5rank.models import registry
-from t5rank.models.config import T5Config
+from t5rank.models.config import JsonConfig, T5Config
 from t5rank.models.monot5 import MonoT5
 from t5rank.models.vocab import Vocabulary
 
@@ -38,9 +38,14 @@ NUM_CLASSES = 2  # 0 = not relevant, 1 = relevant
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierConfig:
+class ClassifierConfig(JsonConfig):
   """The classifier on the encoder of the T5 architecture `t5` (its decoder fields unused)."""
+  MODEL: ClassVar[str] = "classifier"
   t5: T5Config
+
+  def __post_init__(self):
+    if isinstance(self.t5, dict):  # from JSON
+      object.__setattr__(self, "t5", T5Config(**self.t5))
 
   @property
   def vocab_size(self) -> int:
@@ -55,18 +60,6 @@ class ClassifierConfig:
     return int(sum(np.prod(s) for s in jax.tree.leaves(
         jax.tree.map(lambda x: x.shape, jax.eval_shape(
             lambda: init_params(self, jax.random.PRNGKey(0)))))))
-
-  def replace(self, **changes: Any) -> "ClassifierConfig":
-    return dataclasses.replace(self, **changes)
-
-  def to_json(self) -> str:
-    return json.dumps({"model": MODEL_NAME, "t5": json.loads(self.t5.to_json())}, indent=2,
-                      sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "ClassifierConfig":
-    fields = json.loads(text)
-    return cls(t5=T5Config.from_json(json.dumps(fields["t5"])))
 
 
 def encoder_params(t5_params) -> dict:

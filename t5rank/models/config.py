@@ -8,14 +8,44 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 T5_VOCAB_SIZE = 32128  # 32,000 SentencePiece pieces + 100 extra ids, padded to a multiple of 128.
 MT5_VOCAB_SIZE = 250112
 
 
+class JsonConfig:
+  """`replace`, `to_json` and `from_json` of a frozen dataclass config: the JSON object of its fields
+  (a nested config as its own object, keys sorted), with `model` = MODEL when the class sets one
+  (the model a checkpoint's config.json describes); unknown fields are refused on the way back."""
+  MODEL: ClassVar[Optional[str]] = None
+
+  def replace(self, **changes: Any):
+    """A copy with `changes` applied."""
+    return dataclasses.replace(self, **changes)
+
+  def to_json(self) -> str:
+    fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    fields = {k: json.loads(v.to_json()) if isinstance(v, JsonConfig) else
+              (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
+              for k, v in fields.items()}
+    if self.MODEL is not None:
+      fields["model"] = self.MODEL
+    return json.dumps(fields, indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str):
+    fields = json.loads(text)
+    fields.pop("model", None)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+      raise ValueError(f"unknown {cls.__name__} fields {unknown}; known fields are {sorted(known)}")
+    return cls(**fields)
+
+
 @dataclasses.dataclass(frozen=True)
-class T5Config:
+class T5Config(JsonConfig):
   """Architecture of a T5 encoder-decoder.
 
   `feed_forward` is "relu" (T5 v1.0: wi -> relu -> wo) or "gated-gelu" (T5 v1.1 and mT5:
@@ -59,18 +89,6 @@ class T5Config:
         and self.scale_decoder_outputs == self.tie_embeddings):
       changes["scale_decoder_outputs"] = changes["tie_embeddings"]
     return dataclasses.replace(self, **changes)
-
-  def to_json(self) -> str:
-    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "T5Config":
-    fields = json.loads(text)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-      raise ValueError(f"unknown T5Config fields {unknown}; known fields are {sorted(known)}")
-    return cls(**fields)
 
   @property
   def num_parameters(self) -> int:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +43,7 @@ import numpy as np
 
 from t5rank.models import registry
 from t5rank.models.batching import bucket_batches, round_up
+from t5rank.models.config import JsonConfig
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
 from t5rank.models.words import UNK_ID
 
@@ -52,10 +53,11 @@ NORM_FLOOR = 1e-12  # a vector shorter than this (an empty text's zero) stays ze
 
 
 @dataclasses.dataclass(frozen=True)
-class DualEncoderConfig:
+class DualEncoderConfig(JsonConfig):
   """Architecture and loss of a word-averaging dual encoder. `vocab_size` counts every id (padding
   and unknown included); `vocabulary_sha256` names the word list (`WordVocabulary.sha256`), `words`
   where training reads it. Build it with `dual_encoder_config(words)`."""
+  MODEL: ClassVar[str] = "dual_encoder"
   vocab_size: int
   vocabulary_sha256: str = ""
   words: str = ""
@@ -76,19 +78,7 @@ class DualEncoderConfig:
 
   @property
   def name(self) -> str:
-    return "dual_encoder"
-
-  def replace(self, **changes: Any) -> "DualEncoderConfig":
-    return dataclasses.replace(self, **changes)
-
-  def to_json(self) -> str:
-    return json.dumps(dict(dataclasses.asdict(self), model=self.name), indent=2, sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "DualEncoderConfig":
-    fields = json.loads(text)
-    fields.pop("model", None)
-    return cls(**fields)
+    return self.MODEL
 
 
 def dual_encoder_config(words: str, **fields: Any) -> DualEncoderConfig:
@@ -213,11 +203,12 @@ def in_batch_precision_at_1(scores: jax.Array) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class T5DualEncoderConfig:
+class T5DualEncoderConfig(JsonConfig):
   """A dual encoder whose f is T5's encoder, mean-pooled over the text's tokens (padding excluded):
   how a T5 checkpoint is used as a retriever today. One encoder for queries and documents; the
   loss, α and β as for the averaged-embedding model. `vocabulary` is the SentencePiece model's
   path (a checkpoint carries its own copy), `vocabulary_sha256` its hash; lengths in pieces."""
+  MODEL: ClassVar[str] = "t5_dual_encoder"
   t5: Any  # T5Config
   vocabulary: str
   vocabulary_sha256: str = ""
@@ -236,21 +227,7 @@ class T5DualEncoderConfig:
 
   @property
   def name(self) -> str:
-    return "t5_dual_encoder"
-
-  def replace(self, **changes: Any) -> "T5DualEncoderConfig":
-    return dataclasses.replace(self, **changes)
-
-  def to_json(self) -> str:
-    fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-    fields["t5"] = json.loads(self.t5.to_json())
-    return json.dumps(dict(fields, model=self.name), indent=2, sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "T5DualEncoderConfig":
-    fields = json.loads(text)
-    fields.pop("model", None)
-    return cls(**fields)
+    return self.MODEL
 
 
 def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:

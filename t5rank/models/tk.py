@@ -30,15 +30,15 @@ The `TK` reranker (scoring, batching) is in `t5rank.models.tk_reranker`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.models.config import JsonConfig
 from t5rank.models.words import UNK_ID
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
@@ -46,11 +46,12 @@ LOG_FLOOR = 1e-10  # log₂ of a kernel sum is taken of max(sum, LOG_FLOOR)
 
 
 @dataclasses.dataclass(frozen=True)
-class TKConfig:
+class TKConfig(JsonConfig):
   """Architecture of TK. `vocab_size` counts every id (padding and unknown included);
   `vocabulary_sha256` names the word list its ids come from (`WordVocabulary.sha256`) and `words`
   where training reads it (a `t5rank embeddings` directory; a checkpoint carries its own copy).
   Build it with `tk_config(words)`."""
+  MODEL: ClassVar[str] = "tk"
   vocab_size: int
   vocabulary_sha256: str = ""
   words: str = ""
@@ -82,19 +83,7 @@ class TKConfig:
 
   @property
   def name(self) -> str:
-    return "tk"
-
-  def replace(self, **changes: Any) -> "TKConfig":
-    return dataclasses.replace(self, **changes)
-
-  def to_json(self) -> str:
-    return json.dumps(dict(dataclasses.asdict(self), model="tk"), indent=2, sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "TKConfig":
-    fields = json.loads(text)
-    fields.pop("model", None)
-    return cls(**fields)
+    return self.MODEL
 
 
 def tk_config(words: str, **fields: Any) -> TKConfig:

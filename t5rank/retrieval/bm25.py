@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from t5rank.data.analysis import LANGUAGES, tokenize
+from t5rank.data.analysis import tokenize
 from t5rank.data.readers import Document, Run, document_text
 from t5rank.files import atomic_directory
 from t5rank.retrieval.base import Retriever
