@@ -17,6 +17,7 @@ import numpy as np
 
 from t5rank.models import tk
 from t5rank.models import tk_reranker
+from t5rank.models.vectors import unit_vectors
 from t5rank.checkpoints.models import load_reranker
 from t5rank.ranking.devices import scoring_mesh
 
@@ -38,8 +39,8 @@ def main(checkpoint: str) -> None:
   pool = jax.jit(lambda x: tk.kernel_pooling(x, *masks, tk.KERNEL_MUS, 0.1)[:2])
   print(f"kernel pooling: {timed(pool, match) / pairs * 1e6:.1f} us per pair")
   q, d = jax.random.normal(key, (pairs // 8, 8, m, e)), jax.random.normal(key, (pairs // 8, n, e))
-  cosines = jax.jit(lambda q, d: jnp.einsum("rsme,rne->rsmn", tk.unit_vectors(q),
-                                            tk.unit_vectors(d)))
+  cosines = jax.jit(lambda q, d: jnp.einsum("rsme,rne->rsmn", unit_vectors(q),
+                                            unit_vectors(d)))
   print(f"cosines: {timed(cosines, q, d) / pairs * 1e6:.1f} us per pair")
   docs = jax.random.normal(key, (16, 128, e))
   for per_row in (32, 64):  # 2,048 query terms in rows against 16 documents of 128 words

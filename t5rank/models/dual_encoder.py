@@ -45,11 +45,11 @@ from t5rank.models import registry
 from t5rank.models.batching import bucket_batches, round_up
 from t5rank.models.config import JsonConfig
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
+from t5rank.models.vectors import NORM_FLOOR, unit_vectors
 from t5rank.models.words import UNK_ID
 
 LOSSES = ("in_batch_softmax", "in_batch_cross_entropy", "in_batch_triplet", "cross_entropy",
           "in_batch_softmax_pool")
-NORM_FLOOR = 1e-12  # a vector shorter than this (an empty text's zero) stays zero when normalized
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,15 +112,6 @@ def param_axes(params) -> Any:
       params)
 
 
-def unit(vectors: jax.Array) -> jax.Array:
-  """Rows scaled to length 1; a zero row stays zero, with a finite gradient (I / NORM_FLOOR; an
-  all-unknown text's embeddings get none, `average` masks them). The floor goes under the square
-  root: jnp.linalg.norm's gradient at a zero row is 0/0, NaN, which a floor applied after it does
-  not stop (one all-unknown text in a batch of XPI's pairs made every parameter NaN)."""
-  norm = jnp.sqrt(jnp.maximum(jnp.sum(vectors * vectors, axis=-1, keepdims=True), NORM_FLOOR ** 2))
-  return vectors / norm
-
-
 def average(embedding: jax.Array, ids: jax.Array, weights: Optional[jax.Array] = None
             ) -> jax.Array:
   """(B, E) mean of the embeddings of the in-vocabulary ids of each row of `ids` (B, L); with
@@ -136,7 +127,7 @@ def encode(params, ids: jax.Array, side: str) -> jax.Array:
   """Unit vectors (B, E) of `ids` by the query encoder f₁ (`side` "query") or the candidate encoder
   f₂ ("document"; f₁ when shared)."""
   table = params["document" if side == "document" and "document" in params else "query"]
-  return unit(average(table["embedding"], ids))
+  return unit_vectors(average(table["embedding"], ids))
 
 
 def cosines(params, query_ids: jax.Array, document_ids: jax.Array) -> jax.Array:
@@ -236,7 +227,7 @@ def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:
 
   encoded = T5(config).apply({"params": t5_params}, ids, method=T5.encode)
   mask = (ids > 0).astype(encoded.dtype)[..., None]
-  return unit((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))
+  return unit_vectors((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))
 
 
 # ------------------------------------------------------------------------------- as rerankers

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from t5rank.models.config import JsonConfig
+from t5rank.models.vectors import unit_vectors
 from t5rank.models.words import UNK_ID
 
 KERNEL_MUS = (1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9)
@@ -135,11 +136,6 @@ def cosine_matrix(query: jax.Array, doc: jax.Array) -> jax.Array:
   """(B, m, n) cosines of every query and document vector, (4); a zero vector (padding) has cosine
   0 with everything, and a zero gradient (the norm is floored at 1e-13 before dividing)."""
   return jnp.einsum("bme,bne->bmn", unit_vectors(query), unit_vectors(doc))
-
-
-def unit_vectors(x: jax.Array) -> jax.Array:
-  """`x` / |x| along the last axis, 0 for a zero vector (norm floored at 1e-13)."""
-  return x / jnp.sqrt(jnp.maximum(jnp.sum(jnp.square(x), axis=-1, keepdims=True), 1e-26))
 
 
 def _uniform(scale: float):

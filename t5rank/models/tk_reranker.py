@@ -26,8 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from t5rank.models.reranker import Batch, Reranker
-from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes, unit_vectors
+from t5rank.models.reranker import Batch, Reranker, encode_distinct
+from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
+from t5rank.models.vectors import unit_vectors
 from t5rank.models import registry
 from t5rank.models.words import UNK_ID, check_words, load_words
 
@@ -149,20 +150,19 @@ class TK(Reranker):
     """(query ids, document ids) per pair, cut to the configured lengths; logs the share of
     out-of-vocabulary words (they map to the unknown id and are masked out of matching)."""
     c, encode = self.config, self.vocabulary.encode
-    cache: dict[str, tuple] = {}
     oov = total = 0
 
     def ids(text: str, length: int) -> np.ndarray:
       nonlocal oov, total
-      if (text, length) not in cache:
-        cache[text, length] = encode(text, length)
-        oov, total = oov + cache[text, length][1], total + cache[text, length][2]
-      return cache[text, length][0]
+      words, unknown, n = encode(text, length)
+      oov, total = oov + unknown, total + n
+      return words
 
-    examples = [(ids(q, c.max_query_length), ids(d, c.max_document_length))
-                for q, d in zip(queries, passages)]
+    query_ids = encode_distinct(queries, lambda t: ids(t, c.max_query_length))
+    document_ids = encode_distinct(passages, lambda t: ids(t, c.max_document_length))
+    examples = list(zip(query_ids, document_ids))
     logger.info("TK: %d pairs, %d distinct texts, %.2f%% of their words out of vocabulary",
-                len(examples), len(cache), 100.0 * oov / max(total, 1))
+                len(examples), len(set(queries)) + len(set(passages)), 100.0 * oov / max(total, 1))
     return examples
 
   def _distinct(self, examples, side: int) -> tuple[list[np.ndarray], np.ndarray]:

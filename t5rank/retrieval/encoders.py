@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.models.batching import round_up
+
 SIDES = ("query", "document")
 WEIGHTINGS = ("uniform", "idf")
 CHUNK = 1024  # texts encoded per device call
@@ -55,9 +57,10 @@ def _hash(*parts) -> str:
 
 @functools.partial(jax.jit, static_argnames="normalize")
 def _average(table, ids, weights, normalize=True):
-  from t5rank.models.dual_encoder import average, unit
+  from t5rank.models.dual_encoder import average
+  from t5rank.models.vectors import unit_vectors
   vectors = average(table, ids, weights)
-  return unit(vectors) if normalize else vectors
+  return unit_vectors(vectors) if normalize else vectors
 
 
 def _check_side(side: str) -> None:
@@ -77,7 +80,7 @@ def _by_length(rows: Sequence[np.ndarray], dim: int, chunk: int, fn) -> np.ndarr
 
 
 def _padded(rows: Sequence[np.ndarray], bucket: int = 32) -> np.ndarray:
-  width = max(bucket, -(-max((len(r) for r in rows), default=1) // bucket) * bucket)
+  width = round_up(max((len(r) for r in rows), default=1), bucket)
   ids = np.zeros((len(rows), width), np.int32)
   for i, r in enumerate(rows):
     ids[i, :len(r)] = r

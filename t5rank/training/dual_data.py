@@ -20,6 +20,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from t5rank.models.batching import round_up
 from t5rank.models.words import WordVocabulary
 
 LENGTH_BUCKET = 32
@@ -209,8 +210,7 @@ class Encoder:
       if key not in self.cache:
         self.cache[key] = self.ids(text, length)
       rows.append(self.cache[key])
-    width = min(-(-max(max((len(r) for r in rows), default=1), 1) // LENGTH_BUCKET)
-                * LENGTH_BUCKET, length)
+    width = min(round_up(max((len(r) for r in rows), default=1), LENGTH_BUCKET), length)
     ids = np.zeros((len(rows), width), np.int32)
     for i, r in enumerate(rows):
       ids[i, :len(r)] = r

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from t5rank.models.batching import round_up
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.tk_reranker import TK
 from t5rank.models.words import UNK_ID, WordVocabulary, load_words
@@ -94,7 +95,7 @@ def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_leng
     query = np.zeros((rows, query_length), np.int32)
     docs = [(ids(t[1], document_length), ids(t[2], document_length)) for t in chunk]
     longest = max(max(len(p), len(n)) for p, n in docs)
-    length = min(-(-max(longest, 1) // DOCUMENT_BUCKET) * DOCUMENT_BUCKET, document_length)
+    length = min(round_up(longest, DOCUMENT_BUCKET), document_length)
     positive = np.zeros((rows, length), np.int32)
     negative = np.zeros((rows, length), np.int32)
     for row, (triple, (p, n)) in enumerate(zip(chunk, docs)):
