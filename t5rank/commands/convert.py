@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--input", required=True, help="checkpoint path (directory or TF prefix)")
-  p.add_argument("--output", required=True, help="output directory")
+  p.add_argument("-o", "--output", required=True, help="output directory")
   p.add_argument("--to", required=True, choices=("native", "hf", "t5x"), help="output format")
   p.add_argument("--hf-generation", choices=("4", "5"), default="4",
                  help="with --to hf: the transformers generation whose config.json form to write "

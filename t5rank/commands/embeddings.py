@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
   p = subparsers.add_parser("embeddings", help="learn a word vocabulary and word2vec vectors on a "
                             "collection (TK's word embeddings)", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--output", required=True, help="directory to write (new, empty, or an earlier "
+  p.add_argument("-o", "--output", required=True, help="directory to write (new, empty, or an earlier "
                                                  "output of this command with --overwrite)")
   p.add_argument("--corpus", help="corpus file instead of InsuranceQA (TSV or JSONL)")
   p.add_argument("--queries", help="queries file whose texts are added (with --corpus)")

@@ -19,7 +19,7 @@ def add_parser(subparsers) -> None:
                             "mean (TUW19-p3)", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("checkpoints", nargs="+", help="two or more TK checkpoints")
-  p.add_argument("--output", required=True, help="the checkpoint directory to write (new)")
+  p.add_argument("-o", "--output", required=True, help="the checkpoint directory to write (new)")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)
 

@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--run", help="a run; the query's top --top documents are explained")
   p.add_argument("--qid", help="the query id in --queries and --run")
   p.add_argument("--top", type=positive_int, default=2, help="documents from the run (default 2)")
-  p.add_argument("--output", required=True, help="the HTML page to write")
+  p.add_argument("-o", "--output", required=True, help="the HTML page to write")
   p.add_argument("--png", help="the PNG to write (default: OUTPUT with .png)")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)

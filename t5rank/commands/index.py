@@ -27,7 +27,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--encoder", required=True, help="dual encoder checkpoint, embeddings directory "
                                                   "or T5 checkpoint")
   p.add_argument("--corpus", required=True, help="corpus, JSONL or TSV (see t5rank.data.readers)")
-  p.add_argument("--output", required=True, help="index directory to write")
+  p.add_argument("-o", "--output", required=True, help="index directory to write")
   p.add_argument("--weighting", choices=("uniform", "idf"), default="uniform",
                  help="averaged word vectors: uniform or IDF-weighted by the corpus (default "
                       "uniform)")

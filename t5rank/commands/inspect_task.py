@@ -3,12 +3,12 @@
 The first triples of the split, in source order, each as its positive then its negative example.
 For each example: the input text, the target text, and the token ids with their pieces. A
 pre-training task (span corruption) shows its first examples: inputs and targets decoded, sentinels
-as `<extra_id_N>`, with `--max_length` the inputs length (the targets length follows from it), e.g.
+as `<extra_id_N>`, with `--max-length` the inputs length (the targets length follows from it), e.g.
 
     t5rank inspect-task insuranceqa_en_monot5_hot_cold --split validation --n 2
-    t5rank inspect-task insuranceqa_en_8k_span_corruption --split validation --max_length 128
-    t5rank inspect-task msmarco_passage_monot5_true_false \
-        --gin_param="msmarco_passage_triples.path = '/data/msmarco/triples.train.small.tsv'"
+    t5rank inspect-task insuranceqa_en_8k_span_corruption --split validation --max-length 128
+    t5rank inspect-task msmarco_passage_monot5_true_false \\
+        --gin.msmarco_passage_triples.path=/data/msmarco/triples.train.small.tsv
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def add_parser(subparsers) -> None:
   p.add_argument("--split", default="train")
   p.add_argument("--n", type=int, default=3, help="number of examples (default: 3)")
   p.add_argument("--seed", type=int, default=0, help="seed of the negatives drawn")
-  p.add_argument("--max_length", type=int, default=512, help="input length limit (default: 512)")
-  p.add_argument("--gin_file", action="append", default=[], help="gin file(s) binding data paths")
-  p.add_argument("--gin_param", action="append", default=[], help="gin binding(s)")
-  p.set_defaults(func=run)
+  p.add_argument("--max-length", type=int, default=512, help="input length limit (default: 512)")
+  p.add_argument("--gin_file", action="append", default=[], metavar="PATH",
+                 help="gin file(s) binding data paths (and --gin.NAME=VALUE bindings, as in train)")
+  p.set_defaults(func=run, accepts_extra=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.data.seqio_tasks import task_target_words
   from t5rank.data.span_corruption import random_spans_helper
 
-  gin.parse_config_files_and_bindings(args.gin_file, args.gin_param)
+  from t5rank.training.gin_config import gin_bindings
+
+  gin.parse_config_files_and_bindings(args.gin_file, gin_bindings(args.extra))
   task = seqio.get_mixture_or_task(args.name)
   if args.split not in task.splits:
     raise SystemExit(f"{args.name} has no split {args.split!r}; it has {list(task.splits)}")

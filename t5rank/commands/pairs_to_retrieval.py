@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--pairs", required=True, help="TSV id1<TAB>id2[<TAB>label] (label 0: negative)")
   p.add_argument("--texts", required=True, help="every item's text: TSV id<TAB>text or JSONL "
                                                 "(all of them become the candidates)")
-  p.add_argument("--output", required=True, help="directory for queries.tsv, corpus.jsonl and "
+  p.add_argument("-o", "--output", required=True, help="directory for queries.tsv, corpus.jsonl and "
                                                  "qrels.txt")
   p.add_argument("--exclude-self", action="store_true",
                  help="the query's own item is not among its relevant results")

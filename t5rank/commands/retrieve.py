@@ -23,12 +23,12 @@ def add_parser(subparsers) -> None:
   p.add_argument("--corpus", help="corpus, JSONL or TSV (see t5rank.data.readers); required "
                                   "except with --dense")
   p.add_argument("--queries", required=True, help="queries, TSV or JSONL")
-  p.add_argument("--output", required=True, help="TREC run to write")
+  p.add_argument("-o", "--output", required=True, help="TREC run to write")
   p.add_argument("--index", help="directory to save the index to and reuse it from")
   p.add_argument("--k", type=positive_int, default=1000, help="documents per query (default 1000)")
   p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9, Anserini's)")
   p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4, Anserini's)")
-  p.add_argument("--language", choices=LANGUAGES, default="en",
+  p.add_argument("--analyzer", choices=LANGUAGES, default="en",
                  help="en: Porter stemming and stopwords; zh: character bigrams; zh-jieba: jieba "
                       "words (default en)")
   p.add_argument("--candidates", help="a TREC run: rerank each query's candidates instead of "
@@ -110,5 +110,5 @@ def _retriever(args: argparse.Namespace, corpus):
     retriever = TfIdf.build(corpus)
     return retriever, f"{len(corpus)} documents, {retriever.matrix.shape[1]} terms (TF-IDF)"
   rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight) if args.rm3 else None
-  retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.language, rm3=rm3)
+  retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.analyzer, rm3=rm3)
   return retriever, f"{len(corpus)} documents, {len(retriever.index.vocab)} terms"

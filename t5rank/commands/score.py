@@ -44,14 +44,16 @@ def add_parser(subparsers) -> None:
   p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
   p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
   p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
-  p.add_argument("--output", required=True, help="the reranked TREC run to write")
+  p.add_argument("-o", "--output", required=True, help="the reranked TREC run to write")
   p.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
                  help="how window scores make a document score (default: maxp)")
   p.add_argument("--window", type=int, default=DOCUMENT_WINDOW,
                  help=f"sentences per window, 0 for whole documents (default: {DOCUMENT_WINDOW})")
   p.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
                  help=f"sentences between window starts (default: {DOCUMENT_STRIDE})")
-  p.add_argument("--language", default="en", help="language code for the sentence splitter")
+  p.add_argument("--sentence-language", default="en", metavar="CODE",
+                 help="the language of the sentence splitter that cuts documents into windows "
+                      "(an ISO code, e.g. en, zh; default en)")
   p.add_argument("--max-length", type=int,
                  help="input tokens, at most (default: the checkpoint's training input length "
                  "from its metadata.json, else 512)")
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_length is not None and args.max_length < 1:
       raise ValueError(f"--max-length must be positive, got {args.max_length}")
     options = ScoringOptions(
-        aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
+        aggregation=args.passages, window=args.window, stride=args.stride, language=args.sentence_language,
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
         skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),

@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("topics", help="TREC topics file (<top> <num> <title> <desc> <narr>), may be .gz")
   p.add_argument("--field", choices=FIELDS, required=True, help="which text to write")
-  p.add_argument("--output", required=True, help="queries TSV to write (number<TAB>text)")
+  p.add_argument("-o", "--output", required=True, help="queries TSV to write (number<TAB>text)")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)
 

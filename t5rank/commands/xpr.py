@@ -1,9 +1,9 @@
 """`t5rank xpr`: the cross-lingual (XPR) construction of InsuranceQA's pools, as ranking-job files.
 
     t5rank xpr --split test --seed 0 --output runs/xpr_test
-    t5rank retrieve --corpus runs/xpr_test/corpus.jsonl --queries runs/xpr_test/queries.tsv \
-        --candidates runs/xpr_test/pool.run --language zh --output runs/xpr_test/bm25.run
-    t5rank score --checkpoint CKPT --queries runs/xpr_test/queries.tsv \
+    t5rank retrieve --corpus runs/xpr_test/corpus.jsonl --queries runs/xpr_test/queries.tsv \\
+        --candidates runs/xpr_test/pool.run --analyzer zh --output runs/xpr_test/bm25.run
+    t5rank score --checkpoint CKPT --queries runs/xpr_test/queries.tsv \\
         --corpus runs/xpr_test/corpus.jsonl --run runs/xpr_test/bm25.run --output xpr.run
 
 Chen et al. 2020 (section V-A-2): each query of the split is replaced by its Chinese translation on
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--seed", type=int, default=0, help="the construction's seed (default: 0)")
   p.add_argument("--queries", type=positive_int, default=None, metavar="N",
                  help="only the first N queries by id (default: all)")
-  p.add_argument("--output", required=True, help="directory to write the files to")
+  p.add_argument("-o", "--output", required=True, help="directory to write the files to")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)
 
