@@ -5,7 +5,7 @@
 
 Writes the exported files, the index and the four runs under --out (default /tmp/t5rank_iqa_SPLIT_LANG)
 and prints a Markdown table: MRR, MRR@10, P@1, nDCG@10, MAP and the paired t-test of RM3 against
-BM25 on MRR. Reference (shared/DESIGN.md): pool setting, English, k1=0.9 b=0.4: MRR .314, P@1 .222.
+BM25 on MRR. Reference (the project's design notes, from Feng et al. 2015's setting): pool setting, English, k1=0.9 b=0.4: MRR .314, P@1 .222.
 Takes about a minute on one CPU core.
 """
 

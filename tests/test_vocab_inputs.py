@@ -20,7 +20,7 @@ def test_id_layout(vocab):
 
 
 def test_paper_target_words(vocab):
-  # Ids from shared/data/README.md.
+  # Ids of T5's SentencePiece model (t5rank/data/t5_spiece.model): `vocab.piece_to_id("▁true")`.
   expected = {"true_false": (1176, 6136), "false_true": (6136, 1176), "hot_cold": (1312, 2107),
               "apple_orange": (8947, 5470), "hot_orange": (1312, 5470), "ab_de": (703, 20),
               "yes_no": (4273, 150)}
