@@ -1,5 +1,5 @@
-"""The dual encoder of Gillick, Presta, Tomar, "End-to-End Retrieval in Continuous Space" (2018,
-arXiv:1802.08513), sections 2-2.2: a first stage that retrieves by meaning.
+"""The dual encoder of Gillick, Presta, Tomar, "End-to-End Retrieval in Continuous Space" (2018),
+sections 2-2.2: a first stage that retrieves by meaning.
 
     query word ids (B, m) ─► f₁: average of word embeddings ─► unit vector q  (B, E)
     answer word ids (B, n) ─► f₂: average of word embeddings ─► unit vector d  (B, E)

@@ -1,5 +1,5 @@
 """TK, the Transformer-Kernel ranking model: Hofstätter, Zlabinger, Hanbury, "TU Wien @ TREC Deep
-Learning '19 -- Simple Contextualization for Re-ranking" (TREC 2019, arXiv:1912.04713), section 2.
+Learning '19 -- Simple Contextualization for Re-ranking" (TREC 2019 notebook paper), section 2.
 
     query ids (B, m), document ids (B, n)      one id per word, `t5rank.models.words`
       ─► embeddings t; hybrid contextualization t̂ = α·t + (1−α)·context(t)        (1)-(3)
