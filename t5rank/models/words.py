@@ -36,7 +36,7 @@ _CJK = ("\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-
         "\U0002f800-\U0002fa1f")
 _WORD = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 # how `words` splits text, recorded with every word list: a list made by another rule is rebuilt
-# (before 2026-11-25 a run of Chinese characters was one word)
+# (an older rule made a run of Chinese characters one word)
 WORDS_RULE = "\\w+ runs, each CJK ideograph a word"
 
 

@@ -196,7 +196,7 @@ class DenseRetriever(Retriever):
       source, fingerprint = settings["source"], settings["fingerprint"]
     except (ValueError, KeyError) as e:
       raise ValueError(f"{path}: not an index description of `t5rank index` ({e})") from None
-    if "files" in settings:  # indexes of t5rank before 2026-11-26 carry no manifest
+    if "files" in settings:  # an index written before t5rank kept manifests has none
       check_manifest(directory, settings["files"], f"the index {directory}")
     weights_path = os.path.join(directory, WEIGHTS_FILE)
     weights = load_array(weights_path) if os.path.isfile(weights_path) else None
