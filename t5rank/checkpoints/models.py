@@ -92,13 +92,18 @@ def scoring_settings(checkpoint: str, config: Optional[T5Config] = None) -> dict
 
 def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
                   options: Optional[Mapping[str, Any]] = None,
-                  settings: Optional[dict] = None) -> tuple[Reranker, Any]:
+                  settings: Optional[dict] = None,
+                  model: Optional[str] = None) -> tuple[Reranker, Any]:
   """(reranker, parameters) of `checkpoint` (any format `t5rank.checkpoints.load_checkpoint`
   reads), by the loader of the family its settings name (`scoring_settings`, or `settings` when
-  the caller read them already). `options` are the family's own overrides (for monoT5: vocab,
-  targets, dtype, max_length, bm25_in_input), None values meaning "as stored"."""
+  the caller read them already), or of `model` (`--reranker`: what a checkpoint is when its files
+  do not say, e.g. a Hugging Face duoT5). `options` are the family's own overrides (for monoT5:
+  vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as stored"."""
   settings = settings if settings is not None else scoring_settings(checkpoint)
-  family = registry.get(settings["model"])
+  family = registry.get(model or settings["model"])
+  if model and settings["metadata"].get("model", model) != model:
+    raise ValueError(f"{checkpoint} is a {settings['metadata']['model']} checkpoint; "
+                     f"--reranker {model} is for checkpoints that do not say what they are")
   options = {k: v for k, v in (options or {}).items() if v is not None}
   if config_name is not None:
     options["config_name"] = config_name
@@ -134,11 +139,24 @@ def _vocabulary(checkpoint: str, settings: dict, vocab: Optional[str]) -> Vocabu
   return default_vocabulary(checkpoint)
 
 
-def load_monot5(checkpoint: str, settings: dict, *, config_name: Optional[str] = None,
-                vocab: Optional[str] = None, targets=None, dtype: Optional[str] = None,
-                max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None):
-  """(MonoT5, parameters) of `checkpoint` (any format): `config_name` for formats without a
-  config; `vocab` (a name of `t5rank.models.vocab.VOCABULARIES` or a path), `targets`,
+def load_monot5(checkpoint: str, settings: dict, **options):
+  """(MonoT5, parameters) of `checkpoint` (`load_t5_reranker`)."""
+  from t5rank.models.monot5 import MonoT5
+  return load_t5_reranker(MonoT5, checkpoint, settings, **options)
+
+
+def load_duot5(checkpoint: str, settings: dict, **options):
+  """(DuoT5, parameters) of `checkpoint` (`load_t5_reranker`): a duoT5 checkpoint of t5rank, or any
+  T5 checkpoint given `--reranker duot5` (castorini's duoT5 in Hugging Face form)."""
+  from t5rank.models.duot5 import DuoT5
+  return load_t5_reranker(DuoT5, checkpoint, settings, **options)
+
+
+def load_t5_reranker(cls, checkpoint: str, settings: dict, *, config_name: Optional[str] = None,
+                     vocab: Optional[str] = None, targets=None, dtype: Optional[str] = None,
+                     max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None):
+  """(`cls` (MonoT5 or DuoT5), parameters) of `checkpoint` (any format): `config_name` for formats
+  without a config; `vocab` (a name of `t5rank.models.vocab.VOCABULARIES` or a path), `targets`,
   `max_length` and `bm25_in_input` as given, else as its settings say (`vocabulary`,
   `target_words`, `feature_lengths.inputs`, `bm25_in_input`), else T5's vocabulary, true_false, 512
   and no score. `dtype` ("bfloat16") casts the parameters and the activations; float32 is the
@@ -146,7 +164,6 @@ def load_monot5(checkpoint: str, settings: dict, *, config_name: Optional[str] =
   from t5rank.checkpoints import load_checkpoint
   from t5rank.models.config import get_config
   from t5rank.models.inputs import DEFAULT_MAX_LENGTH
-  from t5rank.models.monot5 import MonoT5
   from t5rank.models.vocab import resolve_target_words
 
   config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
@@ -165,8 +182,8 @@ def load_monot5(checkpoint: str, settings: dict, *, config_name: Optional[str] =
   if bm25_in_input is None:
     bm25_in_input = bool(settings["bm25_in_input"])
   try:
-    reranker = MonoT5(config, vocabulary, target_ids, max_length=max_length,
-                      bm25_in_input=bm25_in_input)
+    reranker = cls(config, vocabulary, target_ids, max_length=max_length,
+                   bm25_in_input=bm25_in_input)
   except ValueError as e:
     raise ValueError(f"{checkpoint}: {e}") from None
   return reranker, params

@@ -80,8 +80,10 @@ def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:
   if not os.path.isfile(config_path):
     raise FileNotFoundError(f"{config_path} not found: {directory} is not a complete t5rank "
                             "checkpoint (config.json is written last)")
+  from t5rank.models import registry
+
   model = read_metadata(directory).get("model")
-  if model not in (None, "monot5"):
+  if model is not None and registry.get(model).config is not T5Config:
     raise ValueError(f"{directory} is a {model.upper()} checkpoint, not a T5 one: this needs T5 "
                      f"weights (monoT5); a {model.upper()} checkpoint is scored by `t5rank score "
                      "--checkpoint` as it is")

@@ -10,7 +10,11 @@ import sys
 from t5rank.commands import add_overwrite
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
-from t5rank.ranking.scorer import ScoringOptions
+from t5rank.ranking.scorer import PAIR_AGGREGATIONS, ScoringOptions
+
+# the model families a checkpoint may be (`t5rank.models.registry`); listed here so that
+# `t5rank --help` imports no model
+MODELS = ("classifier", "dual_encoder", "duot5", "monot5", "t5_dual_encoder", "tk")
 from t5rank.ranking.shards import ShardError
 
 
@@ -45,6 +49,15 @@ def add_parser(subparsers) -> None:
   p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
   p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
   p.add_argument("-o", "--output", required=True, help="the reranked TREC run to write")
+  p.add_argument("--depth", type=int, metavar="K",
+                 help="rerank only each query's top K candidates of --run (by its scores); the "
+                 "rest stay below them in the run's order (default: all)")
+  p.add_argument("--reranker", choices=sorted(MODELS),
+                 help="what the checkpoint is when its files do not say (a Hugging Face duoT5: "
+                 "--reranker duot5; default: its metadata's model, else monot5)")
+  p.add_argument("--aggregate", choices=PAIR_AGGREGATIONS, default="sym-sum",
+                 help="a pairwise reranker's (duoT5) score of a candidate from its pairs with "
+                 "the others of the top K (default: sym-sum, the paper's)")
   p.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
                  help="how window scores make a document score (default: maxp)")
   p.add_argument("--window", type=int, default=DOCUMENT_WINDOW,
@@ -137,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
         skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
-        length_bucket=args.length_bucket)
+        length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     candidates = check_candidates(read_run(args.run), queries, corpus,
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
@@ -152,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
   reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
       "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input},
-      settings=settings)
+      settings=settings, model=args.reranker)
   try:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,

@@ -171,6 +171,82 @@ def tokenize_monot5(dataset: tf.data.Dataset, output_features: Features,
   return dataset.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+# ------------------------------------------------------------------------------------- duoT5
+
+
+def split_triples_duo(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """Each triple becomes its two ordered pairs, the positive first in the first (label 1: document0
+  is the more relevant), then the other order (label 0): class-balanced, as `split_triples`.
+
+  {"query": "q", "positive": "p", "negative": "n"}
+    -> {"query": "q", "document0": "p", "document1": "n", "label": 1},
+       {"query": "q", "document0": "n", "document1": "p", "label": 0}
+  """
+
+  def pairs(ex):
+    return tf.data.Dataset.from_tensor_slices({
+        "query": tf.stack([ex["query"], ex["query"]]),
+        "document0": tf.stack([ex["positive"], ex["negative"]]),
+        "document1": tf.stack([ex["negative"], ex["positive"]]),
+        "label": tf.constant([1, 0], tf.int32)})
+
+  return dataset.flat_map(pairs)
+
+
+def format_duot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
+                 output_features: Optional[Features] = None) -> tf.data.Dataset:
+  """Adds the duoT5 input text and the target word for the label (as `format_monot5`).
+
+  {"query": "q", "document0": "p", "document1": "n", "label": 1}
+    -> same + {"inputs": "Query: q Document0: p Document1: n Relevant:", "targets": "true"}
+  """
+  positive, negative = target_texts(targets, features_vocabulary(output_features))
+
+  def fmt(ex):
+    inputs = tf.strings.join(["Query: ", ex["query"], " Document0: ", ex["document0"],
+                              " Document1: ", ex["document1"], " Relevant:"])
+    word = tf.where(ex["label"] > 0, tf.constant(positive), tf.constant(negative))
+    return {**ex, "inputs": inputs, "targets": word}
+
+  return dataset.map(fmt, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def tokenize_duot5(dataset: tf.data.Dataset, output_features: Features,
+                   sequence_length: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
+  """Token ids as `t5rank.models.duot5.DuoT5.encode` makes them (`t5rank.models.duot5.assemble`:
+  the two documents share the room the query and the template leave, each up to half, a shorter
+  one giving the rest to the other), plus the target word's id and EOS."""
+  import tensorflow_text as tf_text
+
+  from t5rank.models.duot5 import DuoTemplateIds
+
+  max_length = (sequence_length or {}).get("inputs") or DEFAULT_MAX_LENGTH
+  ours = features_vocabulary(output_features)
+  tokenizer = tf_text.SentencepieceTokenizer(model=ours.model_proto, out_type=tf.int32)
+  marks = DuoTemplateIds(ours)
+  fixed = (len(marks.query) + len(marks.document0) + len(marks.document1) + len(marks.relevant)
+           + 1)
+  if fixed > max_length:
+    raise ValueError(f"max_length {max_length} cannot hold the template itself ({fixed} tokens)")
+  query_mark = tf.constant(marks.query, tf.int32)
+  first_mark, second_mark = (tf.constant(m, tf.int32) for m in (marks.document0, marks.document1))
+  suffix = tf.constant(marks.relevant + [EOS_ID], tf.int32)
+
+  def tokenize(ex):
+    query = tokenizer.tokenize(ex["query"])[:max_length - fixed]
+    room = max_length - fixed - tf.shape(query)[0]
+    first, second = tokenizer.tokenize(ex["document0"]), tokenizer.tokenize(ex["document1"])
+    kept_first = tf.minimum(tf.shape(first)[0], tf.maximum(room // 2, room - tf.shape(second)[0]))
+    kept_second = tf.minimum(tf.shape(second)[0], room - kept_first)
+    return {**ex,
+            "inputs": tf.concat([query_mark, query, first_mark, first[:kept_first], second_mark,
+                                 second[:kept_second], suffix], 0),
+            "targets": tf.concat([tokenizer.tokenize(ex["targets"]), [EOS_ID]], 0),
+            "inputs_pretokenized": ex["inputs"], "targets_pretokenized": ex["targets"]}
+
+  return dataset.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def query_records_to_triples(dataset: tf.data.Dataset) -> tf.data.Dataset:
   """Per-query records (the TFDS InsuranceQA form) -> every (positive, negative) triple, in order.
 

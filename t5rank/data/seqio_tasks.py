@@ -34,6 +34,7 @@ SCORED_TRIPLE_SIGNATURE = {**TRIPLE_SIGNATURE,  # + the BM25 score of each pair 
 VARIANTS = ("true_false", "false_true", "hot_cold", "apple_orange", "hot_orange", "ab_de", "yes_no")
 _TARGET_WORDS: dict[str, TargetSpec] = {}  # task name -> the target words it was registered with
 _BM25_IN_INPUT: set[str] = set()  # tasks whose inputs carry the pair's BM25 score
+_MODEL: dict[str, str] = {}  # task name -> the model family it trains, when not monoT5
 
 
 def task_target_words(task_name: str) -> Optional[TargetSpec]:
@@ -46,6 +47,12 @@ def task_bm25_in_input(task_name: str) -> bool:
   """Whether a monoT5 task writes each pair's BM25 score into its inputs (`t5rank.data.bm25_input`). The
   trainer records it in the final checkpoint, so that `t5rank score` reads the same input."""
   return task_name in _BM25_IN_INPUT
+
+
+def task_model(task_name: str) -> str:
+  """The model family a task trains (`t5rank.models.registry`): "duot5" for the pairwise tasks,
+  else "monot5". The trainer writes it into the final checkpoint's metadata."""
+  return _MODEL.get(task_name, "monot5")
 
 
 def task_vocabulary(task_name: str) -> Optional[Vocabulary]:
@@ -165,6 +172,21 @@ def register_variants(dataset: str, source: seqio.DataSource,
     register_monot5_task(names[-1], source, variant, source_preprocessors, vocabulary,
                          bm25_in_input)
   return names
+
+
+def register_duot5_task(name: str, source: seqio.DataSource, targets: TargetSpec = "true_false",
+                        vocabulary: str = DEFAULT_VOCABULARY) -> seqio.Task:
+  """Registers a duoT5 task on a triple source: each triple's two ordered pairs, the positive
+  first then second (`t5rank.data.preprocessors.split_triples_duo`), `targets`' words for "the
+  first is the more relevant" and not."""
+  _TARGET_WORDS[name] = targets
+  _MODEL[name] = "duot5"
+  return seqio.TaskRegistry.add(
+      name, source=source, output_features=preprocessors.output_features(vocabulary),
+      preprocessors=[seqio.CacheDatasetPlaceholder(), preprocessors.split_triples_duo,
+                     functools.partial(preprocessors.format_duot5, targets=targets),
+                     preprocessors.tokenize_duot5],
+      shuffle_buffer_size=None)
 
 
 def data_poor_name(task_name: str, n: int, seed: int) -> str:

@@ -28,8 +28,8 @@ import importlib
 from typing import Any, Callable, Optional
 
 # the modules that register a family; imported on the first lookup
-MODULES = ("t5rank.models.monot5", "t5rank.models.tk_reranker", "t5rank.models.dual_encoder",
-           "t5rank.models.classifier")
+MODULES = ("t5rank.models.monot5", "t5rank.models.duot5", "t5rank.models.tk_reranker",
+           "t5rank.models.dual_encoder", "t5rank.models.classifier")
 DEFAULT = "monot5"  # the family of a checkpoint whose metadata names none (every HF, Mesh TF, t5x)
 
 

@@ -37,6 +37,8 @@ class Reranker(abc.ABC):
   # How the scorer orders a job's pairs before cutting them into shards: "query" (the run's order)
   # or "passage" (each passage's pairs together, for models that contextualize a passage once).
   shard_order: str = "query"
+  # Whether it scores ordered pairs of a query's candidates (duoT5) rather than each candidate.
+  pairwise: bool = False
 
   @abc.abstractmethod
   def encode(self, queries: Sequence[str], passages: Sequence[str],

@@ -83,3 +83,25 @@ def first_stage_scores(candidates: Run) -> dict[tuple[str, str], float]:
                      f"document {docid!r}: {score!r}); give a BM25 run with its scores "
                      "(t5rank retrieve), or --no-bm25-in-input")
   return scores
+
+
+def split_at_depth(candidates: Run, depth: int | None) -> tuple[Run, Run]:
+  """(each query's top `depth` candidates, the rest), in the run's ranking: by score, descending,
+  ties in the run's order (all of them and nothing when `depth` is None)."""
+  top, rest = {}, {}
+  for qid, docs in candidates.items():
+    ranked = sorted(docs, key=lambda item: -item[1])  # stable: ties keep the run's order
+    top[qid] = ranked[:depth] if depth is not None else ranked
+    rest[qid] = ranked[depth:] if depth is not None else []
+  return top, rest
+
+
+def append_below(reranked: Run, rest: Run) -> Run:
+  """Each query's reranked candidates, then the ones below the depth in the run's order, scored
+  below the lowest reranked score: min − 1, min − 2, ... (a TREC run is ranked by its scores)."""
+  run: Run = {}
+  for qid in dict.fromkeys([*reranked, *rest]):
+    head = list(reranked.get(qid, []))
+    floor = min((s for _, s in head), default=0.0)
+    run[qid] = head + [(docid, floor - 1.0 - i) for i, (docid, _) in enumerate(rest.get(qid, []))]
+  return run

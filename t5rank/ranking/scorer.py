@@ -33,12 +33,14 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Document, Run, write_run
+from t5rank.data.readers import Document, Run, document_text, write_run
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.ranking import shards
 from t5rank.ranking.batching import prefetch
-from t5rank.ranking.candidates import (candidate_passages, check_candidates,
-                                       first_stage_scores)
+from t5rank.ranking.candidates import (append_below, candidate_passages, check_candidates,
+                                       first_stage_scores, split_at_depth)
+from t5rank.ranking.pairwise import AGGREGATIONS as PAIR_AGGREGATIONS
+from t5rank.ranking.pairwise import ordered_pairs, pairwise_run
 from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
 from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
 
@@ -57,7 +59,9 @@ class ScoringOptions:
   one batch (None: `default_batch_tokens`); `shard_size` the number of passages per output shard;
   `mesh_shape` the (data, model) mesh over this host's devices, (-1, 1) = all on data;
   `precision` that of matrix products (`PRECISIONS`); `length_bucket` the multiple lengths are
-  padded to (None: the reranker's own)."""
+  padded to (None: the reranker's own); `depth` how many of each query's best candidates are
+  reranked (None: all; the rest stay below, in the run's order); `pair_aggregation` how a pairwise
+  reranker's pairs make a candidate's score (`t5rank.models.duot5.AGGREGATIONS`)."""
   aggregation: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE
@@ -69,6 +73,8 @@ class ScoringOptions:
   mesh_shape: tuple[int, int] = (-1, 1)
   precision: str = "float32"
   length_bucket: Optional[int] = None
+  depth: Optional[int] = None
+  pair_aggregation: str = "sym-sum"
 
   def __post_init__(self):
     if self.shard_size < 1:
@@ -79,6 +85,11 @@ class ScoringOptions:
       raise ValueError(f"the run tag must be a non-empty word without whitespace, got {self.tag!r}")
     if self.window < 0 or self.stride < 1:
       raise ValueError(f"window must be >= 0 and stride >= 1, got {self.window}, {self.stride}")
+    if self.depth is not None and self.depth < 1:
+      raise ValueError(f"depth must be a positive number of candidates, got {self.depth}")
+    if self.pair_aggregation not in PAIR_AGGREGATIONS:
+      raise ValueError(f"unknown pair aggregation {self.pair_aggregation!r}; choose one of "
+                       f"{PAIR_AGGREGATIONS}")
     if self.length_bucket is not None and self.length_bucket < 1:
       raise ValueError(f"length_bucket must be positive, got {self.length_bucket}")
     if self.precision not in PRECISIONS:
@@ -162,18 +173,31 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
   candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
                                 sources=sources)
-  pairs, passages = candidate_passages(candidates, corpus, window=options.window,
-                                       stride=options.stride, language=options.language)
+  top, rest = split_at_depth(candidates, options.depth)
+  if reranker.pairwise:  # every ordered pair of each query's (top) candidates, whole documents
+    pairs = ordered_pairs(top)
+    passages = {docid: [document_text(corpus[docid])] for docs in top.values() for docid, _ in docs}
+    partners = {qid: [docid for docid, _ in docs] for qid, docs in top.items()}
+
+    def text_of(p):
+      return passages[p.docid][0], passages[partners[p.qid][p.window]][0]
+  else:
+    pairs, passages = candidate_passages(top, corpus, window=options.window,
+                                         stride=options.stride, language=options.language)
+
+    def text_of(p):
+      return passages[p.docid][p.window]
   if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
     pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
-  first_stage = first_stage_scores(candidates) if reranker.reads_first_stage else None
+  first_stage = first_stage_scores(top) if reranker.reads_first_stage else None
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
   batch_tokens = options.batch_tokens or default_batch_tokens(mesh)
   settings = {"weights": model_id, "params_sha256": params_fingerprint(params),
               **reranker.fingerprint(), **dataclasses.asdict(options), "batch_tokens": batch_tokens}
-  for irrelevant in ("aggregation", "skip_missing", "tag", "mesh_shape"):  # they only shape the run
+  for irrelevant in ("aggregation", "pair_aggregation", "skip_missing", "tag", "mesh_shape"):
+    # they only shape the run
     settings.pop(irrelevant)
   if first_stage is not None:  # the scores are part of the inputs
     settings["first_stage_sha256"] = hashlib.sha256(
@@ -199,16 +223,17 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   def prepare(k: int) -> tuple[int, list, list[Batch]]:
     chunk = shard_pairs[k]
     examples = reranker.encode(
-        [queries[p.qid] for p in chunk], [passages[p.docid][p.window] for p in chunk],
+        [queries[p.qid] for p in chunk], [text_of(p) for p in chunk],
         [first_stage[p.qid, p.docid] for p in chunk] if first_stage is not None else None)
     return k, examples, reranker.batches(examples, batch_tokens=batch_tokens,
                                          row_multiple=mesh.shape["data"],
                                          length_bucket=options.length_bucket)
 
   total = sum(len(shard_pairs[k]) for k in mine)
-  with jax.default_matmul_precision(options.precision), tqdm(total=total, initial=total - sum(len(shard_pairs[k]) for k in todo), unit="pair",
-            desc="scoring", disable=not progress, smoothing=0.05,
-            mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log file: every 30 s
+  done = total - sum(len(shard_pairs[k]) for k in todo)
+  with jax.default_matmul_precision(options.precision), tqdm(
+      total=total, initial=done, unit="pair", desc="scoring", disable=not progress,
+      smoothing=0.05, mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log: every 30 s
     for k, examples, batches in prefetch(map(prepare, todo)):
       state = reranker.shard_state(device_params, examples, mesh=mesh)
       scores, p = score_batches(reranker, state, batches, len(shard_pairs[k]), mesh=mesh,
@@ -229,12 +254,21 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                             "the same directory (a shared file system)")
   rows = [row for k in range(num_shards)
           for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
-  run, winners = shards.rank_documents(rows, options.aggregation)
+  if reranker.pairwise:
+    run, winners = pairwise_run(rows, top, options.pair_aggregation), None
+  else:
+    run, winners = shards.rank_documents(rows, options.aggregation)
+  if options.depth is not None:
+    run = append_below(run, rest)
   if per_passage_output:
     from t5rank.files import atomic_write
 
     with atomic_write(per_passage_output) as f:
       for pair, lp, pp in rows:
+        if winners is None:  # a pairwise reranker's row: qid, d_i, d_j, log p(d_i > d_j), p
+          f.write(f"{pair.qid}\t{pair.docid}\t{partners[pair.qid][pair.window]}\t{lp!r}\t"
+                  f"{pp!r}\n")
+          continue
         best = int(winners[pair.qid, pair.docid] == pair.window)
         f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\t{best}\n")
   write_run(output, run, options.tag)

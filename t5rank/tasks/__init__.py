@@ -20,6 +20,9 @@ with the vocabulary `insuranceqa_en_8k` (`t5rank.models.vocab.VOCABULARIES`).
   generic_monot5_{variant}                      queries + corpus + qrels + candidate run
   insuranceqa_{en,zh}_tfds_monot5_{variant}     the same InsuranceQA through TFDS (insuranceqa_v2)
   msmarco_passage_tfds_monot5_{variant}         triples through TFDS (msmarco_passage_triples)
+duoT5 (`t5rank.models.duot5`: each triple's two ordered pairs, "true" when Document0 is the relevant):
+  insuranceqa_en_8k_duot5_true_false            InsuranceQA v2 (English) on insuranceqa_en_8k
+  msmarco_passage_duot5_true_false              triples.train.small.tsv (the paper's)
 Span corruption (T5's pre-training objective, `t5rank.data.span_corruption`; texts of
 `t5rank.data.texts`; splits train and validation, the user's corpus train only):
   insuranceqa_en_8k_span_corruption             InsuranceQA's answers + training questions, on
@@ -51,7 +54,8 @@ import seqio
 from t5rank.data import (cross_lingual, insuranceqa, preprocessors, pseudo_queries, sources, texts,
                          xpi)
 from t5rank.data import tfds_builders  # noqa: F401  (registers the TFDS builders)
-from t5rank.data.seqio_tasks import TripleSource, register_data_poor, register_variants
+from t5rank.data.seqio_tasks import (TripleSource, register_data_poor, register_duot5_task,
+                                     register_variants)
 from t5rank.data.span_corruption import TextSource, register_span_corruption_task
 
 _INSURANCEQA_SPLITS = tuple(insuranceqa.SPLITS)
@@ -110,6 +114,13 @@ register_variants("msmarco_passage_qidpid",
 register_variants("generic", TripleSource(_file_sources["generic_triples"], ["train"]))
 register_variants("msmarco_passage_tfds",
                   seqio.TfdsDataSource("msmarco_passage_triples:1.0.0", splits=["train"]))
+
+# duoT5 (Pradeep et al. 2021): each triple's two ordered pairs, true when document0 is the relevant
+register_duot5_task("insuranceqa_en_8k_duot5_true_false", TripleSource(
+    functools.partial(sources.insuranceqa, language="en"), _INSURANCEQA_SPLITS),
+    vocabulary="insuranceqa_en_8k")
+register_duot5_task("msmarco_passage_duot5_true_false",
+                    TripleSource(_file_sources["msmarco_passage_triples"], ["train"]))
 
 for _task in ("insuranceqa_en_monot5_true_false", "insuranceqa_zh_monot5_true_false",
               "msmarco_passage_monot5_true_false",

@@ -158,11 +158,13 @@ class Seq2Seq(Trainable):
 
   def export_metadata(self, metadata: dict) -> dict:
     """The final checkpoint's metadata: the run's plus the task's (`metadata["task_name"]`) target
-    words (`t5rank score` uses the same words) and BM25-input flag (it writes the candidates' BM25
-    scores into the inputs the same way)."""
-    from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words
+    words (`t5rank score` uses the same words), BM25-input flag (it writes the candidates' BM25
+    scores into the inputs the same way) and model, when it is not monoT5 (duoT5's pairs)."""
+    from t5rank.data.seqio_tasks import task_bm25_in_input, task_model, task_target_words
 
     task_name = metadata["task_name"]
+    if task_model(task_name) != "monot5":
+      metadata = dict(metadata, model=task_model(task_name))
     targets = task_target_words(task_name)
     if targets is not None:
       metadata = dict(metadata, target_words=targets)
