@@ -18,6 +18,8 @@ transformers' PyTorch T5 in float32:
   tests/golden/relative_position_buckets.npz   HF's bucket of every relative position -600..600,
                                                 bidirectional and causal, for two bucket settings
   tests/golden/hf_goldens.json                 versions and settings used
+  tests/golden/hf_duot5/                        a tiny T5 with T5's vocabulary and duoT5's
+                                                reference: three pairs' ids and pygaggle's p
 It then checks the other direction: t5rank's import and re-export of each checkpoint loads in
 transformers and gives the same logits, bit for bit (with transformers 5.x, in both config forms
 t5rank writes: 4.x and 5.x).
@@ -152,6 +154,54 @@ def check_t5rank_export(directory: str, inputs: dict[str, np.ndarray],
                          f"{np.abs(logits - reference['logits']).max()}")
 
 
+# duoT5 as pygaggle scores it (`DuoT5.rescore`): the T5 vocabulary's ids of "Query: q Document0: d0
+# Document1: d1 Relevant:" + EOS, p = softmax over the logits of false (6136) and true (1176) at
+# the first decoder step, its true entry. A tiny T5 v1.0 with T5's whole vocabulary (32,128 ids).
+DUO_PAIRS = [("what does life insurance cover", "It pays a death benefit to your family.",
+              "Car insurance covers accidents."),
+             ("what does life insurance cover", "Car insurance covers accidents.",
+              "It pays a death benefit to your family."),
+             ("is my deductible per claim", "Yes, you pay the deductible each time you claim.",
+              "Annuities pay an income for life.")]
+
+
+def write_duot5_golden() -> None:
+  """tests/golden/hf_duot5/: the checkpoint, and reference.json with each pair's texts, ids and
+  pygaggle's p(document0 more relevant)."""
+  import sentencepiece
+
+  torch.manual_seed(7)
+  config = transformers.T5Config(vocab_size=32128, d_model=32, d_kv=8, d_ff=48, num_heads=4,
+                                 num_layers=2, dropout_rate=0.0, feed_forward_proj="relu",
+                                 tie_word_embeddings=True, pad_token_id=0, eos_token_id=1,
+                                 decoder_start_token_id=0)
+  model = transformers.T5ForConditionalGeneration(config).eval()
+  with torch.no_grad():
+    for name, param in model.named_parameters():
+      if "layer_norm" in name:
+        param.copy_(1.0 + 0.3 * torch.randn_like(param))
+      elif "relative_attention_bias" in name:
+        param.copy_(torch.randn_like(param))
+  spiece = sentencepiece.SentencePieceProcessor(
+      model_file=os.path.join(os.path.dirname(__file__), os.pardir, "t5rank", "data",
+                              "t5_spiece.model"))
+  rows = []
+  for query, first, second in DUO_PAIRS:
+    text = f"Query: {query} Document0: {first} Document1: {second} Relevant:"
+    ids = spiece.encode(text) + [1]
+    with torch.no_grad():
+      logits = model(input_ids=torch.tensor([ids]),
+                     decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits[0, 0]
+    p = torch.softmax(logits[[6136, 1176]], dim=0)[1].item()
+    rows.append({"query": query, "document0": first, "document1": second, "ids": ids, "p": p})
+  directory = os.path.join(GOLDEN_DIR, "hf_duot5")
+  model.save_pretrained(directory, safe_serialization=True)
+  with open(os.path.join(directory, "reference.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
+               "pairs": rows}, f, indent=1)
+    f.write("\n")
+
+
 GENERATION = transformers.__version__.split(".")[0]  # "4" or "5"
 PREFIX = "hf" if GENERATION == "4" else f"hf{GENERATION}"
 
@@ -176,6 +226,7 @@ def main() -> None:
   if GENERATION == "4":
     np.savez_compressed(os.path.join(GOLDEN_DIR, "relative_position_buckets.npz"),
                         **bucket_tables())
+    write_duot5_golden()
   with open(os.path.join(GOLDEN_DIR, f"{PREFIX}_goldens.json"), "w") as f:
     json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
                "models": {name: dict(overrides, untied_head=untie, mt5=mt5)

@@ -134,3 +134,24 @@ def test_a_hugging_face_directory_is_read_as_duot5_when_told(tmp_path):
                   {"model": "monot5"})
   with pytest.raises(ValueError, match="is a monot5 checkpoint; --reranker duot5 is for"):
     load_reranker(str(tmp_path / "tk_like"), model="duot5")
+
+
+def test_scores_equal_hugging_faces_on_pygaggles_input():
+  """tests/golden/hf_duot5 (scripts/make_hf_goldens.py, transformers' PyTorch T5): the ids of
+  pygaggle's duoT5 string and its p(document0 more relevant) for three pairs, one pair in both
+  orders; t5rank's DuoT5 makes the same ids and, through the scorer, the same p."""
+  import json
+
+  from t5rank.ranking.scorer import score_pairs
+
+  golden = os.path.join(os.path.dirname(__file__), "golden", "hf_duot5")
+  with open(os.path.join(golden, "reference.json")) as f:
+    pairs = json.load(f)["pairs"]
+  reranker, params = load_reranker(golden, model="duot5")  # no spiece.model: T5's, with a warning
+  assert isinstance(reranker, DuoT5) and reranker.target_ids == (1176, 6136)
+  queries = [p["query"] for p in pairs]
+  documents = [(p["document0"], p["document1"]) for p in pairs]
+  assert reranker.encode(queries, documents) == [p["ids"] for p in pairs]
+  _, probabilities = score_pairs(reranker, params, queries, documents)
+  np.testing.assert_allclose(probabilities, [p["p"] for p in pairs], rtol=0, atol=1e-6)
+  assert np.ptp([p["p"] for p in pairs]) > 0.01  # the pairs' p differ: not a vacuous match
