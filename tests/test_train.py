@@ -272,6 +272,8 @@ def test_every_experiment_gin_binds_a_complete_run():
       flags = ["--gin.MODEL_DIR=/tmp/x"]
       if path.endswith("monot5_base_msmarco_targets.gin"):  # the target words: one macro
         flags.append("--gin.MIXTURE_OR_TASK_NAME=msmarco_passage_monot5_hot_cold")
+      if path.endswith("duot5_insuranceqa_cpu.gin"):  # duoT5 starts from a monoT5 you give
+        flags.append("--gin.INIT_CHECKPOINT=/tmp/monot5/final")
       gin_config.parse_gin([path], gin_config.gin_bindings(flags))
       assert gin.query_parameter("%MODEL_DIR") == "/tmp/x"
       for macro in ("MIXTURE_OR_TASK_NAME", "TRAIN_STEPS", "BATCH_SIZE", "INIT_CHECKPOINT"):
