@@ -82,7 +82,7 @@ def test_in_batch_softmax_with_pool_negatives_by_hand():
 
 
 def test_pool_negatives_are_from_the_pool_and_never_relevant_to_the_batch():
-  from t5rank.training.dual_data import Pairs, pool_negatives
+  from t5rank.data.dual_pairs import Pairs, pool_negatives
   # the batch: q0-a0, q1-a1, q2-a2; a3 is relevant to q1 too (a pair not in this batch)
   data = Pairs(["q0", "q1", "q2"], [f"a{i}" for i in range(7)],
                [(0, 0), (1, 1), (2, 2), (1, 3)], [[1, 3, 5], [3, 4], []])
@@ -130,7 +130,7 @@ def test_an_empty_text_in_a_batch_leaves_the_gradient_finite():
 
 
 def test_distinct_batches_never_repeat_an_answer_or_a_question():
-  from t5rank.training.dual_data import distinct_batches
+  from t5rank.data.dual_pairs import distinct_batches
   # answers 0 and 1 are shared by several questions; question 0 has two answers
   pairs = [(0, 0), (1, 0), (2, 0), (0, 1), (3, 1), (4, 2), (5, 3), (6, 4)]
   batches = distinct_batches(pairs, 3, seed=7)
@@ -151,7 +151,7 @@ def test_distinct_batches_never_repeat_an_answer_or_a_question():
 def test_cross_lingual_pairs_follow_the_strategies_and_keep_translations_apart():
   from t5rank.data.cross_lingual import pair_layouts
   from t5rank.data.insuranceqa import load_split
-  from t5rank.training.dual_data import Pairs, distinct_batches
+  from t5rank.data.dual_pairs import Pairs, distinct_batches
 
   assert pair_layouts(2, "merged") == [[("en", "en"), ("zh", "zh")]] * 2
   mixed = pair_layouts(5, "mixed", seed=3)
@@ -188,7 +188,7 @@ def test_cross_lingual_pairs_follow_the_strategies_and_keep_translations_apart()
 
 def test_pseudo_query_pairs_extend_the_training_pairs_with_words_of_their_answers():
   from t5rank.data.pseudo_queries import _WORD as WORD  # how the pseudo-queries cut words
-  from t5rank.training.dual_data import Pairs, distinct_batches
+  from t5rank.data.dual_pairs import Pairs, distinct_batches
 
   base = Pairs.insuranceqa("train")
   data = Pairs.source("insuranceqa_en_pseudo", "train")

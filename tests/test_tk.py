@@ -195,8 +195,8 @@ def test_reranker_refuses_another_word_list(vocabulary):
 def tiny_run(tmp_path, vocabulary, steps=2):
   """Trains a tiny TK for `steps` steps through `t5rank.training.trainer.train`; its MODEL_DIR."""
   from t5rank.data.sources import TripleTable
-  from t5rank.training import pairwise
-  from t5rank.training import trainer
+  from t5rank.data import tk_triples
+  from t5rank.training import pairwise, trainer
 
   words_dir = tmp_path / "words"
   words_dir.mkdir(exist_ok=True)
@@ -208,11 +208,11 @@ def tiny_run(tmp_path, vocabulary, steps=2):
 
   def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
               num_shards):
-    return pairwise.tk_batches(table, vocabulary, batch_size=batch_size,
-                               query_length=feature_lengths["query"],
-                               document_length=feature_lengths["document"], seed=seed,
-                               start_step=start_step, shard_index=shard_index,
-                               num_shards=num_shards)
+    return tk_triples.tk_batches(table, vocabulary, batch_size=batch_size,
+                                 query_length=feature_lengths["query"],
+                                 document_length=feature_lengths["document"], seed=seed,
+                                 start_step=start_step, shard_index=shard_index,
+                                 num_shards=num_shards)
 
   model_dir = str(tmp_path / "run")
   metrics = trainer.train(

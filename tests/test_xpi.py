@@ -86,7 +86,7 @@ def test_splits_errors_and_tasks():
 
 
 def test_the_dual_encoders_xpi_pairs_are_the_tables_rows():
-  from t5rank.training.dual_data import PAIR_SOURCES, Pairs, distinct_batches
+  from t5rank.data.dual_pairs import PAIR_SOURCES, Pairs, distinct_batches
   data = groups(40)
   table = xpi.xpi_table_of(data, "random", seed=3)
   pairs = Pairs.of_table(table)

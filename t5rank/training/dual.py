@@ -1,6 +1,6 @@
 """The dual encoder's training (`t5rank.models.dual_encoder`), a `Trainable`:
 
-    the pairs and batches of `t5rank.training.dual_data` (InsuranceQA question → answer pairs or
+    the pairs and batches of `t5rank.data.dual_pairs` (InsuranceQA question → answer pairs or
       XPI's sentence pairs; no answer and no question twice in a batch; word ids)
       -> the config's loss over the B × B similarity matrix (B × 2B with pool negatives)
 
@@ -22,7 +22,7 @@ import optax
 from t5rank.models import dual_encoder
 from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
 from t5rank.models.words import load_words
-from t5rank.training.dual_data import (PAIR_SOURCES, Encoder, Pairs, PieceEncoder,
+from t5rank.data.dual_pairs import (PAIR_SOURCES, Encoder, Pairs, PieceEncoder,
                                        distinct_batches, pair_batches)
 from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
 

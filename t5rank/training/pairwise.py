@@ -15,38 +15,18 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from t5rank.models.batching import round_up
+from t5rank.data.tk_triples import SOURCES, tk_batches
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.tk_reranker import TK
-from t5rank.models.words import UNK_ID, WordVocabulary, load_words
+from t5rank.models.words import UNK_ID, load_words
 from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
-
-
-def _insuranceqa(language: str):
-  def table():
-    from t5rank.data.sources import insuranceqa
-    return insuranceqa("train", language)
-  return table
-
-
-def _generic():
-  from t5rank.data.sources import generic_triples
-  return generic_triples("train")
-
-
-# Triple sources by task name: InsuranceQA's training split (its pools' negatives) and the generic
-# queries/corpus/qrels/run form ($T5RANK_QUERIES, $T5RANK_CORPUS, $T5RANK_QRELS, $T5RANK_RUN).
-SOURCES: dict[str, Callable[[], Any]] = {
-    "insuranceqa_en": _insuranceqa("en"), "insuranceqa_zh": _insuranceqa("zh"),
-    "generic": _generic}
-DOCUMENT_BUCKET = 32
 
 
 def tk_adam(learning_rate, *, other_ratio: float = 10.0) -> optax.GradientTransformation:
@@ -63,49 +43,6 @@ def tk_adam(learning_rate, *, other_ratio: float = 10.0) -> optax.GradientTransf
   return optax.multi_transform(
       {"contextual": optax.adam(schedule), "other": optax.adam(lambda s: other_ratio * schedule(s))},
       labels)
-
-
-def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_length: int,
-               document_length: int, seed: int, start_step: int = 0, shard_index: int = 0,
-               num_shards: int = 1) -> Iterator[dict[str, np.ndarray]]:
-  """Endless batches of this host's `batch_size // num_shards` triples from global step
-  `start_step` on (the same stream a run from step 0 reaches there): `query` (b, query_length),
-  `positive` and `negative` (b, n) int32 word ids, n the batch's longest document rounded up to a
-  multiple of 32 (at most `document_length`)."""
-  if batch_size <= 0 or batch_size % num_shards:
-    raise ValueError(f"batch_size {batch_size} must be a positive multiple of the data shards "
-                     f"({num_shards})")
-  rows = batch_size // num_shards
-  cache: dict[tuple[str, int], np.ndarray] = {}
-  counts = {"oov": 0, "words": 0}
-
-  def ids(text: str, length: int) -> np.ndarray:
-    key = (text, length)
-    if key not in cache:
-      cache[key], oov, n = vocabulary.encode(text, length)
-      counts["oov"] += oov
-      counts["words"] += n
-    return cache[key]
-
-  triples = table.triples(seed=seed, start=start_step * batch_size, shard_index=shard_index,
-                          num_shards=num_shards)
-  reported = False
-  while True:
-    chunk = [next(triples) for _ in range(rows)]
-    query = np.zeros((rows, query_length), np.int32)
-    docs = [(ids(t[1], document_length), ids(t[2], document_length)) for t in chunk]
-    longest = max(max(len(p), len(n)) for p, n in docs)
-    length = min(round_up(longest, DOCUMENT_BUCKET), document_length)
-    positive = np.zeros((rows, length), np.int32)
-    negative = np.zeros((rows, length), np.int32)
-    for row, (triple, (p, n)) in enumerate(zip(chunk, docs)):
-      q = ids(triple[0], query_length)
-      query[row, :len(q)], positive[row, :len(p)], negative[row, :len(n)] = q, p, n
-    if not reported:
-      print(f"TK training data: {100.0 * counts['oov'] / max(counts['words'], 1):.2f}% of the "
-            "first batch's words are out of vocabulary (the unknown id, masked out)", flush=True)
-      reported = True
-    yield {"query": query, "positive": positive, "negative": negative}
 
 
 def hinge_loss(positive: jax.Array, negative: jax.Array, margin: float = 1.0) -> jax.Array:

@@ -270,7 +270,7 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
       vocabulary (pieces + extra ids), a TK's word list must be its task's, else a ValueError
       before training.
     task_name: for T5 a registered SeqIO task or mixture (see `t5rank.tasks`), class-balanced
-      batches; for TK a triple source of `t5rank.training.pairwise.SOURCES`.
+      batches; for TK a triple source of `t5rank.data.tk_triples.SOURCES`.
     feature_lengths: T5: {"inputs": 512, "targets": 2} (target word + EOS); TK: {"query": 30,
       "document": 200}.
     train_steps: total steps, counted from the start of the run (not from a resume).
