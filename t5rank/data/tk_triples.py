@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from t5rank.models.batching import round_up
+from t5rank.models.tk_reranker import DOCUMENT_BUCKET  # training pads documents as scoring does
 from t5rank.models.words import WordVocabulary
 
 
@@ -31,7 +32,6 @@ def _generic():
 SOURCES: dict[str, Callable[[], Any]] = {
     "insuranceqa_en": _insuranceqa("en"), "insuranceqa_zh": _insuranceqa("zh"),
     "generic": _generic}
-DOCUMENT_BUCKET = 32  # documents are padded to a multiple of this many words (as the scorer does)
 
 
 def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_length: int,
