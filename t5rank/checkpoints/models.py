@@ -17,11 +17,21 @@ import logging
 import os
 from typing import Any, Mapping, Optional
 
-from t5rank.checkpoints import native
+from t5rank.checkpoints import load_checkpoint, native
+from t5rank.checkpoints.hf import is_hf_checkpoint
 from t5rank.models import registry
-from t5rank.models.config import T5Config
+from t5rank.models.classifier import Classifier, ClassifierConfig, MODEL_NAME
+from t5rank.models.config import T5Config, get_config
+from t5rank.models.dual_encoder import (DualEncoderConfig, DualEncoderReranker, T5DualEncoderConfig,
+                                        T5DualEncoderReranker)
+from t5rank.models.duot5 import DuoT5
+from t5rank.models.inputs import DEFAULT_MAX_LENGTH
+from t5rank.models.monot5 import MonoT5
 from t5rank.models.reranker import Reranker, cast_params
-from t5rank.models.vocab import DEFAULT_EXTRA_IDS, Vocabulary, load_vocabulary
+from t5rank.models.tk import TKConfig
+from t5rank.models.tk_reranker import TK
+from t5rank.models.vocab import DEFAULT_EXTRA_IDS, Vocabulary, load_vocabulary, resolve_target_words
+from t5rank.models.words import load_words
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +130,6 @@ def default_vocabulary(checkpoint: str) -> Vocabulary:
   """T5's vocabulary, for a checkpoint that names none: refused for a directory with a
   `tokenizer.json` but no `spiece.model` (t5rank tokenizes with SentencePiece: give `--vocab`), with
   a warning for a Hugging Face directory without a tokenizer."""
-  from t5rank.checkpoints.hf import is_hf_checkpoint
 
   if os.path.isfile(os.path.join(checkpoint, "tokenizer.json")):
     raise ValueError(f"{checkpoint} has a tokenizer.json but no spiece.model; t5rank tokenizes "
@@ -141,14 +150,12 @@ def _vocabulary(checkpoint: str, settings: dict, vocab: Optional[str]) -> Vocabu
 
 def load_monot5(checkpoint: str, settings: dict, **options):
   """(MonoT5, parameters) of `checkpoint` (`load_t5_reranker`)."""
-  from t5rank.models.monot5 import MonoT5
   return load_t5_reranker(MonoT5, checkpoint, settings, **options)
 
 
 def load_duot5(checkpoint: str, settings: dict, **options):
   """(DuoT5, parameters) of `checkpoint` (`load_t5_reranker`): a duoT5 checkpoint of t5rank, or any
   T5 checkpoint given `--reranker duot5` (castorini's duoT5 in Hugging Face form)."""
-  from t5rank.models.duot5 import DuoT5
   return load_t5_reranker(DuoT5, checkpoint, settings, **options)
 
 
@@ -161,10 +168,6 @@ def load_t5_reranker(cls, checkpoint: str, settings: dict, *, config_name: Optio
   `target_words`, `feature_lengths.inputs`, `bm25_in_input`), else T5's vocabulary, true_false, 512
   and no score. `dtype` ("bfloat16") casts the parameters and the activations; float32 is the
   default and the reference."""
-  from t5rank.checkpoints import load_checkpoint
-  from t5rank.models.config import get_config
-  from t5rank.models.inputs import DEFAULT_MAX_LENGTH
-  from t5rank.models.vocab import resolve_target_words
 
   config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
   if dtype:
@@ -195,7 +198,6 @@ def load_classifier(checkpoint: str, settings: dict, *, config_name: Optional[st
                     targets=None):
   """(Classifier, parameters) of a classifier checkpoint, with the vocabulary, input length and
   BM25 flag its metadata names unless given. Target words do not apply (refused if given)."""
-  from t5rank.models.classifier import MODEL_NAME, Classifier, ClassifierConfig
 
   if config_name is not None:
     raise ValueError(f"{checkpoint} is a t5rank classifier checkpoint with its own config.json; "
@@ -221,9 +223,6 @@ def load_classifier(checkpoint: str, settings: dict, *, config_name: Optional[st
 def load_tk(checkpoint: str, settings: dict, **options):
   """(TK, parameters) of a TK checkpoint (`t5rank train` with a TK gin, or `t5rank ensemble`),
   with the word list it carries; TK has no scoring options, and any given is refused by name."""
-  from t5rank.models.tk import TKConfig
-  from t5rank.models.tk_reranker import TK
-  from t5rank.models.words import load_words
 
   _refuse(checkpoint, "TK", options, "TK reads whole words with its own vocabulary, has no target "
           "words and reads no first-stage score")
@@ -234,8 +233,6 @@ def load_tk(checkpoint: str, settings: dict, **options):
 def load_dual_encoder(checkpoint: str, settings: dict, **options):
   """(DualEncoderReranker, parameters) of a dual encoder checkpoint, with the word list it
   carries; it has no scoring options."""
-  from t5rank.models.dual_encoder import DualEncoderConfig, DualEncoderReranker
-  from t5rank.models.words import load_words
 
   _refuse(checkpoint, "dual encoder", options, "it averages its own word vectors")
   config, params = native.restore_model(checkpoint, DualEncoderConfig, DualEncoderReranker.name)
@@ -245,7 +242,6 @@ def load_dual_encoder(checkpoint: str, settings: dict, **options):
 def load_t5_dual_encoder(checkpoint: str, settings: dict, **options):
   """(T5DualEncoderReranker, parameters) of a T5 dual encoder checkpoint, with the SentencePiece
   model it carries."""
-  from t5rank.models.dual_encoder import T5DualEncoderConfig, T5DualEncoderReranker
 
   _refuse(checkpoint, "T5 dual encoder", options, "it mean-pools its own T5 encoder")
   config, params = native.restore_model(checkpoint, T5DualEncoderConfig,
@@ -260,7 +256,6 @@ def t5_dual_encoder_config(checkpoint: str, **fields: Any):
   """The T5DualEncoderConfig of a T5 checkpoint (any format t5rank loads) and its vocabulary
   (gin: `MODEL_CONFIG = @models.t5_dual_encoder_config()`, `checkpoint = %INIT_CHECKPOINT`);
   dropout off (the paper trains without)."""
-  from t5rank.models.dual_encoder import T5DualEncoderConfig
 
   reranker, _ = load_reranker(checkpoint)
   if not hasattr(reranker, "vocab") or not isinstance(reranker.config, T5Config):

@@ -20,7 +20,12 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from t5rank.data.cross_lingual import pair_layouts, relevant_rows
+from t5rank.data.insuranceqa import load_split
+from t5rank.data.pseudo_queries import insuranceqa_with_pseudo_queries
+from t5rank.data.xpi import xpi_table
 from t5rank.models.batching import round_up
+from t5rank.models.vocab import EOS_ID
 from t5rank.models.words import WordVocabulary
 
 LENGTH_BUCKET = 32
@@ -51,7 +56,6 @@ class Pairs:
   @classmethod
   def insuranceqa(cls, split: str, language: str = "en") -> "Pairs":
     """InsuranceQA's `split`: each question with each relevant answer; its pool negatives."""
-    from t5rank.data.insuranceqa import load_split
 
     data = load_split(split, language)
     position = {aid: i for i, aid in enumerate(data.answers)}
@@ -69,8 +73,6 @@ class Pairs:
     answer). Questions: the English ones, then the Chinese; answers likewise; negatives (for the
     labelled cross_entropy loss, refused with mixed by `DualEncoder.check`): each question's pool in
     its own language. Keys: the English question's and answer's index."""
-    from t5rank.data.cross_lingual import pair_layouts, relevant_rows
-    from t5rank.data.insuranceqa import load_split
 
     data = {language: load_split(split, language) for language in ("en", "zh")}
     qids, aids = list(data["en"].queries), list(data["en"].answers)
@@ -102,7 +104,6 @@ class Pairs:
     `fraction` of them pseudo-queries. The other splits are returned as they are."""
     if split != "train":
       return cls.insuranceqa(split, "en")
-    from t5rank.data.pseudo_queries import insuranceqa_with_pseudo_queries
     return cls.of_table(insuranceqa_with_pseudo_queries(split, "en", fraction, seed))
 
   @classmethod
@@ -110,7 +111,6 @@ class Pairs:
     """XPI's rows (`t5rank.data.xpi.xpi_table`, random negatives): each meaning group's sentence x
     with its positive y (a translation for half the groups, else a paraphrase or x itself); the
     negatives of x, its row's pool. Texts are interned, so a batch never holds one text twice."""
-    from t5rank.data.xpi import xpi_table
     return cls.of_table(xpi_table(split, "random", seed))
 
   @classmethod
@@ -305,5 +305,4 @@ class PieceEncoder(Encoder):
   """T5 SentencePiece ids of texts (at most `length` - 1 pieces, then EOS), padded like `Encoder`."""
 
   def ids(self, text: str, length: int) -> np.ndarray:
-    from t5rank.models.vocab import EOS_ID
     return np.asarray(list(self.vocabulary.encode(text))[:length - 1] + [EOS_ID], np.int32)

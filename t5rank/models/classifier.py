@@ -30,6 +30,7 @@ import numpy as np
 from t5rank.models import registry
 from t5rank.models.config import JsonConfig, T5Config
 from t5rank.models.monot5 import MonoT5
+from t5rank.models.network import T5, init_params as t5_init, param_axes as t5_axes
 from t5rank.models.vocab import Vocabulary
 
 MODEL_NAME = "classifier"
@@ -74,7 +75,6 @@ def init_head(rng: jax.Array, d_model: int) -> dict:
 
 def init_params(config: ClassifierConfig, rng: jax.Array) -> dict:
   """Random parameters (encoder as T5 initializes it, the head as above)."""
-  from t5rank.models.network import init_params as t5_init
 
   encoder_rng, head_rng = jax.random.split(rng)
   return {"t5": encoder_params(t5_init(config.t5, encoder_rng)),
@@ -85,7 +85,6 @@ def param_axes(config: ClassifierConfig) -> dict:
   """Logical axes: T5's for the encoder, the head's kernel split as an embedding, bias replicated."""
   from jax.sharding import PartitionSpec
 
-  from t5rank.models.network import param_axes as t5_axes
 
   return {"t5": encoder_params(t5_axes(config.t5)),
           "head": {"kernel": PartitionSpec("embed", None), "bias": PartitionSpec(None)}}
@@ -95,7 +94,6 @@ def classifier_logits(params, encoder_input_tokens: jax.Array, *, config: T5Conf
                       dropout_rng: Optional[jax.Array] = None) -> jax.Array:
   """(B, 2) float32 logits (not relevant, relevant) of padded ids (B, L); dropout when
   `dropout_rng` is given."""
-  from t5rank.models.network import T5
 
   encoded = T5(config).apply(
       {"params": params["t5"]}, jnp.asarray(encoder_input_tokens), method=T5.encode,

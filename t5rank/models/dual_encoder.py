@@ -43,10 +43,12 @@ import numpy as np
 
 from t5rank.models import registry
 from t5rank.models.batching import bucket_batches, round_up
-from t5rank.models.config import JsonConfig
+from t5rank.models.config import JsonConfig, T5Config
+from t5rank.models.network import T5, param_axes as t5_axes
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
 from t5rank.models.vectors import NORM_FLOOR, unit_vectors
-from t5rank.models.words import UNK_ID
+from t5rank.models.vocab import EOS_ID, Vocabulary
+from t5rank.models.words import UNK_ID, WordVocabulary, check_words, load_words
 
 LOSSES = ("in_batch_softmax", "in_batch_cross_entropy", "in_batch_triplet", "cross_entropy",
           "in_batch_softmax_pool")
@@ -84,7 +86,6 @@ class DualEncoderConfig(JsonConfig):
 def dual_encoder_config(words: str, **fields: Any) -> DualEncoderConfig:
   """The DualEncoderConfig of the word list in `words` (a `t5rank embeddings` directory or a
   words.tsv), other fields as given (gin: `MODEL_CONFIG = @dual_encoder.dual_encoder_config()`)."""
-  from t5rank.models.words import WordVocabulary
 
   vocabulary = WordVocabulary.load(words)
   return DualEncoderConfig(vocab_size=vocabulary.size, vocabulary_sha256=vocabulary.sha256,
@@ -210,7 +211,6 @@ class T5DualEncoderConfig(JsonConfig):
   scale_init: float = 5.0
 
   def __post_init__(self):
-    from t5rank.models.config import T5Config
     if isinstance(self.t5, dict):
       object.__setattr__(self, "t5", T5Config(**self.t5))
     if self.loss not in LOSSES:
@@ -223,7 +223,6 @@ class T5DualEncoderConfig(JsonConfig):
 
 def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:
   """Unit vectors (B, d_model): T5's encoder outputs of `ids` (B, L) averaged over non-padding."""
-  from t5rank.models.network import T5
 
   encoded = T5(config).apply({"params": t5_params}, ids, method=T5.encode)
   mask = (ids > 0).astype(encoded.dtype)[..., None]
@@ -262,7 +261,6 @@ class DualEncoderReranker(Reranker):
   name = "dual_encoder"
 
   def __init__(self, config: DualEncoderConfig, vocabulary):
-    from t5rank.models.words import check_words
 
     check_words(vocabulary, config)
     self.config, self.vocabulary = config, vocabulary
@@ -303,7 +301,6 @@ class DualEncoderReranker(Reranker):
 
   @classmethod
   def for_evaluation(cls, config: DualEncoderConfig, **_) -> "DualEncoderReranker":
-    from t5rank.models.words import load_words
     return cls(config, load_words(config))
 
 
@@ -316,7 +313,6 @@ class T5DualEncoderReranker(DualEncoderReranker):
     self.config, self.vocab = config, vocab
 
   def _ids(self, texts, length: int) -> list[np.ndarray]:
-    from t5rank.models.vocab import EOS_ID
     distinct = list(dict.fromkeys(texts))
     ids = {t: np.asarray(i[:length - 1] + [EOS_ID], np.int32)
            for t, i in zip(distinct, self.vocab.encode_batch(distinct))}
@@ -332,7 +328,6 @@ class T5DualEncoderReranker(DualEncoderReranker):
 
   @classmethod
   def for_evaluation(cls, config: T5DualEncoderConfig, **_) -> "T5DualEncoderReranker":
-    from t5rank.models.vocab import Vocabulary
     return cls(config, Vocabulary(config.vocabulary, extra_ids=0))
 
 
@@ -342,7 +337,6 @@ def model_axes(config) -> Any:
   if isinstance(config, T5DualEncoderConfig):
     from jax.sharding import PartitionSpec
 
-    from t5rank.models.network import param_axes as t5_axes
     return {"t5": t5_axes(config.t5), "scale": PartitionSpec(), "bias": PartitionSpec()}
   return param_axes(jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0)))
 

@@ -24,6 +24,7 @@ import re
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
+from t5rank.files import atomic_directory, atomic_write, load_array
 
 PAD_ID, UNK_ID = 0, 1
 NUM_RESERVED = 2
@@ -85,7 +86,6 @@ class WordVocabulary:
 
   def save(self, path: str) -> None:
     """words.tsv at `path` (written to a temporary name, then renamed)."""
-    from t5rank.files import atomic_write
 
     with atomic_write(path) as f:
       f.writelines(f"{term}\t{count}\n" for term, count in zip(self.terms, self.counts))
@@ -135,7 +135,6 @@ def save_embeddings(directory: str, vocabulary: WordVocabulary, vectors: np.ndar
                     settings: dict) -> None:
   """Writes words.tsv, vectors.npy and embeddings.json into `directory` (built in a temporary
   directory beside it, then renamed: an interrupted run leaves no half-written directory)."""
-  from t5rank.files import atomic_directory
 
   if vectors.shape[0] != vocabulary.size:
     raise ValueError(f"{vectors.shape[0]} vectors for a vocabulary of {vocabulary.size} ids")
@@ -149,7 +148,6 @@ def save_embeddings(directory: str, vocabulary: WordVocabulary, vectors: np.ndar
 
 def load_embeddings(directory: str) -> tuple[WordVocabulary, np.ndarray]:
   """(vocabulary, vectors) of a directory `save_embeddings` wrote."""
-  from t5rank.files import load_array
 
   vocabulary = WordVocabulary.load(directory)
   path = os.path.join(directory, VECTORS_FILE)

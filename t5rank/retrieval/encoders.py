@@ -25,7 +25,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.checkpoints.models import (load_dual_encoder, load_reranker, load_t5_dual_encoder,
+                                       scoring_settings)
+from t5rank.models import registry
 from t5rank.models.batching import round_up
+from t5rank.models.dual_encoder import average, t5_mean
+from t5rank.models.vectors import unit_vectors
+from t5rank.models.vocab import EOS_ID
+from t5rank.models.words import NUM_RESERVED, load_embeddings, words
 
 SIDES = ("query", "document")
 WEIGHTINGS = ("uniform", "idf")
@@ -57,8 +64,6 @@ def _hash(*parts) -> str:
 
 @functools.partial(jax.jit, static_argnames="normalize")
 def _average(table, ids, weights, normalize=True):
-  from t5rank.models.dual_encoder import average
-  from t5rank.models.vectors import unit_vectors
   vectors = average(table, ids, weights)
   return unit_vectors(vectors) if normalize else vectors
 
@@ -114,7 +119,6 @@ class WordAverage(TextEncoder):
 def idf_weights(vocabulary, texts: Sequence[str]) -> np.ndarray:
   """(vocab,) smoothed inverse document frequency of each id over `texts`:
   ln((1 + N) / (1 + df)) + 1 (scikit-learn's smooth IDF); padding and unknown ids weigh 0."""
-  from t5rank.models.words import NUM_RESERVED, words
 
   df = np.zeros(vocabulary.size, np.int64)
   for text in texts:
@@ -141,7 +145,6 @@ class T5Mean(TextEncoder):
                              *(np.asarray(x).tobytes() for x in leaves))
 
   def encode(self, texts: Sequence[str], side: str) -> np.ndarray:
-    from t5rank.models.vocab import EOS_ID
     _check_side(side)
     length = self.max_lengths[side]
     rows = [np.asarray(ids[:length - 1] + [EOS_ID], np.int32)
@@ -152,7 +155,6 @@ class T5Mean(TextEncoder):
 
 @functools.partial(jax.jit, static_argnames="config")
 def _t5_mean(params, ids, *, config):
-  from t5rank.models.dual_encoder import t5_mean
   return t5_mean(params, config, ids)
 
 
@@ -163,13 +165,10 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
   "idf" weights words by `weights` or else by `idf_weights(idf_texts)`; else the checkpoint's model
   family's encoder (`t5rank.models.registry`: a dual encoder with its own lengths and uniform
   average, the model trained so; a T5 checkpoint mean-pooled, cut to `max_lengths`)."""
-  from t5rank.checkpoints.models import scoring_settings
-  from t5rank.models import registry
 
   if weighting not in WEIGHTINGS:
     raise ValueError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
   if os.path.isfile(os.path.join(path, "vectors.npy")):
-    from t5rank.models.words import load_embeddings
     vocabulary, vectors = load_embeddings(path)
     if weighting == "idf" and weights is None:
       if idf_texts is None:
@@ -190,7 +189,6 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
 
 def dual_encoder_encoder(path: str, **_) -> TextEncoder:
   """A dual encoder checkpoint's f₁ and f₂ (its own lengths, its word list checked)."""
-  from t5rank.checkpoints.models import load_dual_encoder
 
   reranker, params = load_dual_encoder(path, {})
   config = reranker.config
@@ -203,7 +201,6 @@ def dual_encoder_encoder(path: str, **_) -> TextEncoder:
 
 def t5_dual_encoder_encoder(path: str, **_) -> TextEncoder:
   """A T5 dual encoder checkpoint's mean-pooled T5 encoder, at its own lengths."""
-  from t5rank.checkpoints.models import load_t5_dual_encoder
 
   reranker, params = load_t5_dual_encoder(path, {})
   config = reranker.config
@@ -213,7 +210,6 @@ def t5_dual_encoder_encoder(path: str, **_) -> TextEncoder:
 
 def t5_mean_encoder(path: str, *, max_lengths: tuple[int, int] = (30, 256)) -> TextEncoder:
   """A T5 checkpoint (any format) as a retriever: its encoder mean-pooled, cut to `max_lengths`."""
-  from t5rank.checkpoints.models import load_reranker
 
   reranker, params = load_reranker(path)
   return T5Mean(reranker.config, params, reranker.vocab, max_length=max_lengths[1],

@@ -18,7 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.checkpoints import load_checkpoint, native
+from t5rank.data.seqio_tasks import task_target_words, task_vocabulary
+from t5rank.data.training_data import training_dataset
 from t5rank.models import classifier
+from t5rank.models.vocab import resolve_target_words
 from t5rank.training.seq2seq import Seq2Seq
 from t5rank.training.trainable import DatasetFn
 
@@ -39,7 +43,6 @@ class ClassifierTrainable(Seq2Seq):
     self.z_loss = 0.0
 
   def check(self, task_name: str, init, optimization, loop) -> None:
-    from t5rank.data.seqio_tasks import task_target_words
 
     if task_target_words(task_name) is None:
       raise ValueError(f"the classifier trains on monoT5 tasks (relevant / not relevant pairs); "
@@ -50,7 +53,6 @@ class ClassifierTrainable(Seq2Seq):
     super().check(task_name, init, optimization, loop)
 
   def init_params(self, rng: jax.Array, init) -> Any:
-    from t5rank.checkpoints import load_checkpoint, native
 
     if init.checkpoint is None:
       return classifier.init_params(self.config, rng)
@@ -79,9 +81,6 @@ class ClassifierTrainable(Seq2Seq):
 
   def dataset_fn(self) -> DatasetFn:
     import t5rank.tasks  # noqa: F401  (registers the tasks)
-    from t5rank.data.seqio_tasks import task_target_words, task_vocabulary
-    from t5rank.data.training_data import training_dataset
-    from t5rank.models.vocab import resolve_target_words
 
     def labelled(task_name: str, *, pack: bool = False, **kwargs):
       if pack:

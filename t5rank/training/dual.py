@@ -19,11 +19,14 @@ import jax
 import numpy as np
 import optax
 
-from t5rank.models import dual_encoder
+from t5rank.checkpoints import load_checkpoint, native, save_checkpoint
+from t5rank.data.dual_pairs import (Encoder, PAIR_SOURCES, Pairs, PieceEncoder, distinct_batches,
+                                    pair_batches)
+from t5rank.models import dual_encoder, registry
 from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
-from t5rank.models.words import load_words
-from t5rank.data.dual_pairs import (PAIR_SOURCES, Encoder, Pairs, PieceEncoder,
-                                       distinct_batches, pair_batches)
+from t5rank.models.network import init_params
+from t5rank.models.vocab import Vocabulary
+from t5rank.models.words import WORDS_FILE, load_embeddings, load_words
 from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
 
 MODEL_NAME, T5_MODEL_NAME = "dual_encoder", "t5_dual_encoder"
@@ -63,8 +66,6 @@ class DualEncoder(Trainable):
     params = dual_encoder.init_params(self.config, rng)
     if init.checkpoint is None:
       return params
-    from t5rank.checkpoints import native
-    from t5rank.models.words import load_embeddings
 
     if native.is_native_checkpoint(init.checkpoint):
       config, loaded = native.restore_model(init.checkpoint, DualEncoderConfig, MODEL_NAME)
@@ -112,8 +113,6 @@ class DualEncoder(Trainable):
 
   def export(self, directory: str, params, metadata: dict) -> None:
     """A dual encoder checkpoint: words.tsv, the parameters, metadata `model: dual_encoder`."""
-    from t5rank.checkpoints import save_checkpoint
-    from t5rank.models.words import WORDS_FILE
 
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
@@ -127,7 +126,6 @@ class T5DualEncoder(DualEncoder):
   architecture (any format t5rank loads), a T5 dual encoder checkpoint, or None (random)."""
 
   def __init__(self, config: T5DualEncoderConfig):
-    from t5rank.models.vocab import Vocabulary
     self.config = config
     self.vocabulary = Vocabulary(config.vocabulary, extra_ids=0)
     if config.vocabulary_sha256 and self.vocabulary.sha256 != config.vocabulary_sha256:
@@ -135,8 +133,6 @@ class T5DualEncoder(DualEncoder):
                        "with")
 
   def init_params(self, rng: jax.Array, init) -> Any:
-    from t5rank.checkpoints import load_checkpoint, native
-    from t5rank.models.network import init_params
 
     head = {"scale": np.float32(self.config.scale_init), "bias": np.float32(0.0)}
     if init.checkpoint is None:
@@ -168,7 +164,6 @@ class T5DualEncoder(DualEncoder):
     metadata `model: t5_dual_encoder`."""
     import shutil
 
-    from t5rank.checkpoints import save_checkpoint
     name = os.path.basename(self.config.vocabulary)
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
@@ -198,7 +193,6 @@ class InBatchEval:
 
   def __call__(self, params, config) -> Mapping[str, float]:
     if config not in self._encoded:
-      from t5rank.models import registry
 
       encoder = registry.of_config(config).part("trainable")(config).text_encoder()
       self._encoded = {config: [

@@ -22,10 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from t5rank.checkpoints import native, save_checkpoint
+from t5rank.checkpoints.models import load_tk
 from t5rank.data.tk_triples import SOURCES, tk_batches
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.tk_reranker import TK
-from t5rank.models.words import UNK_ID, load_words
+from t5rank.models.words import UNK_ID, WORDS_FILE, load_embeddings, load_words
 from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
 
 
@@ -77,11 +79,8 @@ class PairwiseTK(Trainable):
     params = init_tk_params(self.config, rng)
     if init.checkpoint is None:
       return params
-    from t5rank.checkpoints import native
-    from t5rank.models.words import load_embeddings
 
     if native.is_native_checkpoint(init.checkpoint):
-      from t5rank.checkpoints.models import load_tk
       reranker, loaded = load_tk(init.checkpoint, {})
       if reranker.config != self.config:
         raise ValueError(f"{init.checkpoint} is a TK of another configuration than this run's")
@@ -133,8 +132,6 @@ class PairwiseTK(Trainable):
 
   def export(self, directory: str, params, metadata: dict) -> None:
     """A TK checkpoint: words.tsv (copied in first), the parameters, metadata `model: tk`."""
-    from t5rank.checkpoints import save_checkpoint
-    from t5rank.models.words import WORDS_FILE
 
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)

@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from t5rank.models.vocab import TargetSpec, Vocabulary
+from t5rank.data import bm25_input
+from t5rank.data.insuranceqa import load_split
+from t5rank.data.xpr import xpr_split
+from t5rank.evaluation.metrics import per_query
+from t5rank.models import registry
+from t5rank.models.vocab import (TargetSpec, VOCABULARIES, Vocabulary, load_vocabulary,
+                                 resolve_target_words)
+from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
+from t5rank.ranking.scorer import score_batches
 
 METRICS = {"mrr@10": "MRR@10", "mrr": "MRR", "p@1": "P@1"}  # logged name -> t5rank evaluate's
 
@@ -36,15 +44,12 @@ class RerankEval:
   def __init__(self, split: str = "validation", num_queries: int = 100, language: str = "en",
                max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5",
                bm25_in_input: bool = False, xpr_seed: Optional[int] = None):
-    from t5rank.data.insuranceqa import load_split
-    from t5rank.models.vocab import load_vocabulary, resolve_target_words
 
     self.vocab = vocab = load_vocabulary(vocabulary)
     self.bm25_in_input = bm25_in_input
     self.max_length = max_length
     self.target_ids = resolve_target_words(vocab, targets)
     if xpr_seed is not None:  # the cross-lingual pools (t5rank.data.xpr): `language` does not apply
-      from t5rank.data.xpr import xpr_split
 
       if bm25_in_input:
         raise ValueError("the XPR evaluation has no BM25-input variant (bm25_in_input = False)")
@@ -59,7 +64,6 @@ class RerankEval:
     self.passages = [texts[aid] for _, aid in self.pairs]
     self.first_stage: Optional[list[float]] = None
     if bm25_in_input:
-      from t5rank.data import bm25_input
 
       answer_ids = list(data.answers)
       index = bm25_input.build_index(list(data.answers.values()), language)
@@ -75,7 +79,6 @@ class RerankEval:
     """Raises ValueError when this evaluation tokenizes with another vocabulary than the task's,
     scores other target words than the task's `targets` (when known), or reads inputs with(out) the
     BM25 score when the task's are without (with) it."""
-    from t5rank.models.vocab import VOCABULARIES, resolve_target_words
 
     if self.vocab.sha256 != vocab.sha256:
       name = next((n for n, (path, _) in VOCABULARIES.items() if path == vocab.path), vocab.path)
@@ -95,7 +98,6 @@ class RerankEval:
   def reranker(self, config):
     """The reranker of `config` (its family's, `t5rank.models.registry`), with this evaluation's
     options: vocabulary, target words, input length, BM25 score in the input."""
-    from t5rank.models import registry
 
     return registry.of_config(config).reranker.for_evaluation(
         config, vocab=self.vocab, target_ids=self.target_ids, max_length=self.max_length,
@@ -105,8 +107,6 @@ class RerankEval:
     """(score, P) of every pair, in pool order, by `params` of the model `config`."""
     import jax
 
-    from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
-    from t5rank.ranking.scorer import score_batches
 
     # The trainer's parameters already lie on its (data, model) mesh: score there, so that a
     # model-parallel run is not copied whole onto every device.
@@ -127,7 +127,6 @@ class RerankEval:
     return score_batches(reranker, state, batches, len(self.pairs), mesh=mesh)
 
   def __call__(self, params, config) -> Mapping[str, float]:
-    from t5rank.evaluation.metrics import per_query
 
     scores, _ = self.scores(params, config)
     run: dict[str, list[tuple[str, float]]] = {}

@@ -14,6 +14,11 @@ from typing import Any, Mapping, Optional
 import jax
 import jax.numpy as jnp
 
+from t5rank.checkpoints import load_checkpoint, save_checkpoint
+from t5rank.checkpoints.models import scoring_settings
+from t5rank.data.seqio_tasks import (task_bm25_in_input, task_model, task_target_words,
+                                     task_vocabulary)
+from t5rank.data.training_data import seq2seq_dataset
 from t5rank.models.config import T5Config
 from t5rank.models.network import T5, init_params, param_axes, term_matching_init
 from t5rank.models.vocab import Vocabulary
@@ -84,7 +89,6 @@ def check_init_vocabulary(checkpoint: str, vocab: Vocabulary, task_name: str) ->
   without them). A checkpoint that names none (t5x, Mesh TensorFlow) gets a warning."""
   import logging
 
-  from t5rank.checkpoints.models import scoring_settings
 
   stored = scoring_settings(checkpoint)["vocabulary"]
   if stored is None:
@@ -115,7 +119,6 @@ class Seq2Seq(Trainable):
     self.z_loss = z_loss
 
   def check(self, task_name: str, init, optimization, loop) -> None:
-    from t5rank.data.seqio_tasks import task_bm25_in_input, task_target_words, task_vocabulary
 
     del optimization
     vocab = task_vocabulary(task_name)
@@ -132,7 +135,6 @@ class Seq2Seq(Trainable):
 
   def init_params(self, rng: jax.Array, init) -> Any:
     if init.checkpoint is not None:
-      from t5rank.checkpoints import load_checkpoint
       return load_checkpoint(init.checkpoint, config=self.config)[1]
     params = init_params(self.config, rng)
     if init.term_matching_heads:
@@ -153,14 +155,12 @@ class Seq2Seq(Trainable):
 
   def dataset_fn(self) -> DatasetFn:
     import t5rank.tasks  # noqa: F401  (registers the tasks)
-    from t5rank.data.training_data import seq2seq_dataset
     return seq2seq_dataset
 
   def export_metadata(self, metadata: dict) -> dict:
     """The final checkpoint's metadata: the run's plus the task's (`metadata["task_name"]`) target
     words (`t5rank score` uses the same words), BM25-input flag (it writes the candidates' BM25
     scores into the inputs the same way) and model, when it is not monoT5 (duoT5's pairs)."""
-    from t5rank.data.seqio_tasks import task_bm25_in_input, task_model, task_target_words
 
     task_name = metadata["task_name"]
     if task_model(task_name) != "monot5":
@@ -180,8 +180,6 @@ class Seq2Seq(Trainable):
     import os
     import shutil
 
-    from t5rank.checkpoints import save_checkpoint
-    from t5rank.data.seqio_tasks import task_vocabulary
 
     vocab = task_vocabulary(metadata["task_name"])
     metadata = self.export_metadata(metadata)

@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import optax
 
 from t5rank import partitioning
+from t5rank.checkpoints import native
+from t5rank.files import Output, WORK, atomic_write, check_outputs, holds
 from t5rank.training.trainable import DatasetFn, Trainable, trainable_for
 
 Batch = Mapping[str, Any]
@@ -289,7 +291,6 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
   """
   from clu import metric_writers
 
-  from t5rank.files import WORK, Output, check_outputs, holds
 
   if train_steps < 1:
     raise ValueError(f"train_steps (TRAIN_STEPS) must be at least 1, got {train_steps}: a model "
@@ -316,7 +317,6 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
   if resuming:  # refused before anything of this run is written when it is another run's
     state, step = _restore(manager, trainer, run, model)
   if is_chief:
-    from t5rank.files import atomic_write
 
     for name, text in {"config.json": config.to_json(), **record}.items():
       with atomic_write(os.path.join(model_dir, name)) as f:
@@ -395,7 +395,6 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
 
 def _best_so_far(model_dir: str, metric: Optional[str]) -> float:
   """The `metric` value of the model in `model_dir/best` (-inf when there is none)."""
-  from t5rank.checkpoints import native
   path = os.path.join(model_dir, "best")
   if not metric or not os.path.exists(os.path.join(path, "config.json")):
     return -math.inf
@@ -436,7 +435,6 @@ def _export(directory: str, params, model: Trainable, metadata: dict,
   the new one written."""
   from jax.experimental import multihost_utils
 
-  from t5rank.checkpoints import native
   if os.path.exists(os.path.join(directory, "config.json")):
     old_step = native.read_metadata(directory).get("step")
     if old_step == metadata.get("step"):
