@@ -24,6 +24,7 @@ COMMANDS = {
     "evaluate": "t5rank.commands.evaluate",
     "fuse": "t5rank.commands.fuse",
     "score": "t5rank.commands.score",
+    "rerank": "t5rank.commands.rerank",
     "topics": "t5rank.commands.topics",
     "xpr": "t5rank.commands.xpr",
     "embeddings": "t5rank.commands.embeddings",
@@ -33,7 +34,7 @@ COMMANDS = {
 
 
 # commands that compile JAX programs (t5rank.compilation caches them across runs)
-COMPILING_COMMANDS = ("score", "train", "demo", "index", "retrieve", "explain")
+COMPILING_COMMANDS = ("score", "rerank", "train", "demo", "index", "retrieve", "explain")
 # commands whose data pipeline imports TensorFlow (SeqIO)
 TENSORFLOW_COMMANDS = ("train", "demo", "inspect-task")
 

@@ -40,6 +40,8 @@ COMMANDS = {
                 None, "ckpt"),
     "xpr": (["xpr", "--output", "{out}"], DIRECTORY, None, None),
     "demo": (["demo", "--workdir", "{out}", "--gin_file", "{gin}"], WORK, "gin", None),
+    "rerank": (["rerank", "--queries", "{q}", "--corpus", "{c}", "--run", "{run}", "--stage",
+                "{ckpt}@10", "-o", "{out}"], WORK, "run", "ckpt"),
 }
 
 # case -> (what the output is, the message it gets, by output kind)

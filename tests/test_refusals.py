@@ -299,8 +299,8 @@ def test_pairs_files_with_a_byte_order_mark_read_and_latin1_is_named(tmp_path):
 
 
 def test_the_demos_results_are_json_without_nan():
-  from t5rank.pipelines.insuranceqa import _finite
+  from t5rank.pipelines.stages import finite
 
   results = {"dual_encoder": {"validation_p@1": float("nan")}, "mean": [0.5, float("inf")]}
-  assert json.loads(json.dumps(_finite(results), allow_nan=False)) == {
+  assert json.loads(json.dumps(finite(results), allow_nan=False)) == {
       "dual_encoder": {"validation_p@1": None}, "mean": [0.5, None]}

@@ -48,13 +48,12 @@ import dataclasses
 import functools
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
 from typing import Callable, Optional, Sequence
 
-from t5rank.pipelines.stages import Record, Stage, run_stages
+from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
 from t5rank.files import atomic_write
 
@@ -522,24 +521,12 @@ def _report(job: Job, depth: int, record: Record) -> dict:
                   f"{', by the dual encoder (XPI, mixed)' if dense else ''}; "
                   "p Bonferroni-corrected")
   with atomic_write(paths["results.json"]) as f:
-    json.dump(_finite(results), f, indent=1, allow_nan=False)
+    json.dump(finite(results), f, indent=1, allow_nan=False)
   print(f"wrote {paths['bm25.run']}, {paths['monot5.run']}, {paths['hybrid.run']}, "
         f"{paths['dense.run'] + ', ' if dense else ''}"
         f"{paths['results.json']}, {paths['results.png']}; total {record.timings['total']:.1f} s",
         flush=True)
-  return _finite(results)
-
-
-def _finite(value):
-  """`value` with every NaN or infinite float replaced by None: JSON has no NaN (a figure that is
-  not a number, e.g. a metric of no query, is written as null)."""
-  if isinstance(value, float):
-    return value if math.isfinite(value) else None
-  if isinstance(value, dict):
-    return {k: _finite(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [_finite(v) for v in value]
-  return value
+  return finite(results)
 
 
 def _language_report(qrels, systems, xpr_json: str) -> dict:

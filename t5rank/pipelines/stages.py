@@ -10,6 +10,7 @@ title and time, and keeps the timings. A cascade of any length is a longer list.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any, Callable, Sequence, Union
 
@@ -55,3 +56,15 @@ def run_stages(stages: Sequence[Stage], record: Record) -> Record:
     print(f"== {name}: {record.timings[name]:.1f} s{'; ' + detail if detail else ''}", flush=True)
   record.timings["total"] = round(time.perf_counter() - begin, 1)
   return record
+
+
+def finite(value: Any) -> Any:
+  """`value` with every NaN or infinite float replaced by None: JSON has no NaN (a figure that is
+  not a number, e.g. a metric of no query, is written as null)."""
+  if isinstance(value, float):
+    return value if math.isfinite(value) else None
+  if isinstance(value, dict):
+    return {k: finite(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [finite(v) for v in value]
+  return value

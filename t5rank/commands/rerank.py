@@ -1,0 +1,122 @@
+"""`t5rank rerank`: a cascade in one command: a first stage, then rerankers each over the top of
+the stage before (`t5rank.pipelines.cascade`).
+
+    t5rank rerank --queries q.tsv --corpus c.jsonl --bm25 \\
+        --stage tk=runs/tk/best@200 --stage monot5=runs/model/final@100 \\
+        --stage duot5=runs/duo/final@10 --qrels qrels.txt -o runs/cascade
+    t5rank rerank --queries q.tsv --corpus c.jsonl --run bm25.run \\
+        --stage monot5-base-msmarco@100 --stage duot5=duot5-base-msmarco@10 --reranker duot5 ...
+
+The first stage is a given run (--run), BM25 over the corpus or over --candidates' candidates
+(--bm25), or a dense index (--dense). Each --stage is [NAME=]CHECKPOINT[@DEPTH]: the checkpoint
+(any format t5rank reads; --reranker FAMILY, given after a stage, says what that stage's checkpoint
+is when its files do not) reranking the top DEPTH of the stage before (default: all). Every stage
+writes OUTPUT/NN_NAME.run; an interrupted cascade resumes where it stopped when the same command is
+run again, and a stage whose model and input are unchanged is reused. With --qrels every stage
+(each prefix of the cascade) is evaluated against the first stage and the stage before, with each
+stage's time and pairs/s; OUTPUT/results.json holds it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from t5rank.commands import add_overwrite, positive_int
+
+
+class _Stage(argparse.Action):
+  """--stage values in order, --reranker attached to the stage before it."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    stages = list(getattr(namespace, "stages", None) or [])
+    if option_string == "--reranker":
+      if not stages:
+        parser.error("--reranker goes after the --stage it describes")
+      stages[-1] = (stages[-1][0], values)
+    else:
+      stages.append((values, None))
+    namespace.stages = stages
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("rerank", help="a cascade: a first stage, then rerankers over its top",
+                            description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
+  p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
+  first = p.add_mutually_exclusive_group(required=True)
+  first.add_argument("--run", help="the first stage: a given TREC run")
+  first.add_argument("--bm25", action="store_true",
+                     help="the first stage: BM25 (k1 0.9, b 0.4) over the corpus, or over "
+                          "--candidates' candidates of each query")
+  first.add_argument("--dense", metavar="INDEX", help="the first stage: a `t5rank index`")
+  p.add_argument("--candidates", help="with --bm25: a run whose candidates BM25 ranks (a pool)")
+  p.add_argument("--analyzer", default="en", choices=("en", "zh", "zh-jieba"),
+                 help="with --bm25: its analyzer (default en)")
+  p.add_argument("--first-depth", type=positive_int, default=1000, metavar="N",
+                 help="documents the first stage keeps per query (default 1000)")
+  p.add_argument("--stage", action=_Stage, dest="stages", metavar="[NAME=]CHECKPOINT[@DEPTH]",
+                 required=True, help="a reranker stage, in order (repeat it)")
+  p.add_argument("--reranker", action=_Stage, dest="stages", metavar="FAMILY",
+                 help="the model family of the --stage before it, when its checkpoint does not say "
+                      "(e.g. duot5 for a Hugging Face duoT5)")
+  p.add_argument("--qrels", help="judgments: evaluate every stage")
+  p.add_argument("--dtype", choices=("float32", "bfloat16"), help="as in `t5rank score`")
+  p.add_argument("--batch-tokens", type=positive_int, help="as in `t5rank score`")
+  p.add_argument("-o", "--output", required=True, help="the cascade's work directory")
+  add_overwrite(p)
+  p.set_defaults(func=run, files=files)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: the work directory is the command's own
+  (it resumes there) or new."""
+  from t5rank.files import WORK, Output, holds
+  from t5rank.pipelines.cascade import CASCADE_FILE
+
+  from t5rank.pipelines.cascade import parse_stage
+
+  inputs = {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
+            "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels}
+  for i, (text, _) in enumerate(args.stages or (), 1):
+    inputs[f"--stage {i}"] = parse_stage(text).checkpoint
+  return [Output("-o", args.output, WORK, holds(CASCADE_FILE))], inputs
+
+
+def run(args: argparse.Namespace) -> int:
+  import dataclasses
+  import logging
+  import time
+
+  from t5rank.data.readers import check_finite_run, read_corpus, read_qrels, read_queries, read_run
+  from t5rank.pipelines.cascade import parse_stage, run_cascade
+  from t5rank.ranking.scorer import ScoringOptions
+
+  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+  if args.candidates and not args.bm25:
+    raise SystemExit("t5rank rerank: --candidates goes with --bm25")
+  stages = [dataclasses.replace(parse_stage(text), reranker=family)
+            for text, family in args.stages]
+  queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
+  qrels = read_qrels(args.qrels) if args.qrels else None
+  start = time.perf_counter()
+  if args.run:
+    first, name = read_run(args.run), "run"
+    check_finite_run(first, args.run)
+  elif args.bm25:
+    from t5rank.retrieval.bm25 import BM25
+    retriever = BM25.open(corpus, None, language=args.analyzer)
+    candidates = read_run(args.candidates) if args.candidates else None
+    first, name = retriever.retrieve(queries, k=args.first_depth, candidates=candidates), "bm25"
+  else:
+    from t5rank.retrieval.dense import DenseRetriever
+    first = DenseRetriever.load(args.dense).retrieve(queries, k=args.first_depth)
+    name = "dense"
+  first = {q: sorted(docs, key=lambda d: -d[1])[:args.first_depth] for q, docs in first.items()
+           if q in queries}
+  options = ScoringOptions(window=0, batch_tokens=args.batch_tokens)
+  run_cascade(queries=queries, corpus=corpus, first=first, first_name=name, stages=stages,
+              workdir=args.output, qrels=qrels, options=options, dtype=args.dtype,
+              first_seconds=time.perf_counter() - start)
+  print(f"wrote {args.output}/results.json and each stage's run")
+  return 0

@@ -1,0 +1,204 @@
+"""The cascade: a first stage, then rerankers, each over the top of the stage before it.
+
+    queries ─► first stage: BM25 over the corpus | a given run | a dense index (top N)
+            ─► reranker 1 over its top K1 (e.g. TK over the pool) ─► reranker 2 over the top K2
+            (monoT5, 100) ─► ... ─► duoT5 over the top K3 (10: K3(K3−1) ordered pairs)
+
+Each reranker stage is `t5rank score` on the run of the stage before (`--depth K`: its top K
+reranked, the rest kept below in that run's order), written to WORKDIR/NN_NAME.run with a stamp
+(NN_NAME.run.json: checkpoint, its parameters' hash, depth, input run's hash); a stage whose run and
+stamp are there is reused, an interrupted one resumes from its shards (NN_NAME.run.shards), so the
+same command run again continues where it stopped. With qrels, every stage's run (each prefix of
+the cascade) is evaluated: the metrics, a paired t-test against the first stage and against the
+stage before (Bonferroni over all those comparisons), and each stage's time and pairs/s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from typing import Mapping, Optional, Sequence
+
+from t5rank.checkpoints.models import load_reranker
+from t5rank.data.readers import Document, Run, read_run, write_run
+from t5rank.evaluation.metrics import paired_t_test, per_query, relevant_queries
+from t5rank.files import atomic_write
+from t5rank.pipelines.stages import Record, Stage, finite, run_stages
+from t5rank.ranking.candidates import split_at_depth
+from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_candidates
+
+CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
+METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
+
+
+@dataclasses.dataclass(frozen=True)
+class RerankStage:
+  """A reranker stage: `checkpoint` (any format t5rank loads; `reranker` names its model family
+  when its files do not), reranking the top `depth` (None: all) of the stage before; `name` labels
+  its run (default: the model family's name)."""
+  checkpoint: str
+  depth: Optional[int] = None
+  name: str = ""
+  reranker: Optional[str] = None
+
+
+def parse_stage(text: str) -> RerankStage:
+  """A stage from `[NAME=]CHECKPOINT[@DEPTH]`, e.g. `monot5=runs/demo/model/final@100`: NAME is a
+  word (letters, digits, _) before the first `=`, DEPTH a positive number after the last `@`."""
+  name, sep, rest = text.partition("=")
+  if not sep or not name.replace("_", "").isalnum():
+    name, rest = "", text
+  checkpoint, sep, depth = rest.rpartition("@")
+  if not sep:
+    checkpoint, depth = rest, ""
+  if not checkpoint:
+    raise ValueError(f"a stage is [NAME=]CHECKPOINT[@DEPTH], got {text!r}")
+  if depth and (not depth.isdigit() or int(depth) < 1):
+    raise ValueError(f"a stage's depth is a positive number of candidates, got {text!r}")
+  return RerankStage(checkpoint=checkpoint, depth=int(depth) if depth else None, name=name)
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def _read_json(path: str) -> Optional[dict]:
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
+                 corpus: Mapping[str, Document], options: ScoringOptions,
+                 dtype: Optional[str] = None, progress: bool = True) -> Stage:
+  """The `Stage` of reranker `spec`, the `index`-th of the cascade (module docstring); `dtype`
+  casts the stage's parameters (`t5rank score --dtype`; the families without one refuse it)."""
+
+  def run(record: Record) -> tuple[str, str]:
+    before_path = record["paths"][-1]
+    reranker, params = load_reranker(spec.checkpoint, model=spec.reranker,
+                                     options={"dtype": dtype})
+    name = spec.name or reranker.name
+    path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
+    stamp = {"checkpoint": os.path.abspath(spec.checkpoint), "model": reranker.name,
+             "params_sha256": params_fingerprint(params), "depth": spec.depth,
+             "input_sha256": _sha256(before_path),
+             "options": {k: v for k, v in dataclasses.asdict(options).items()
+                         if k not in ("depth", "tag")}}
+    stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
+    top, _ = split_at_depth(record["runs"][-1], spec.depth)
+    k = [len(docs) for docs in top.values()]
+    pairs = sum(n * (n - 1) for n in k) if reranker.pairwise else sum(k)
+    start = time.perf_counter()
+    info = {"name": name, "pairs": pairs}
+    if os.path.isfile(path) and _read_json(path + ".json") == stamp:
+      ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
+      info.update(seconds=0.0, reused=True)
+    else:
+      ranked = score_candidates(
+          reranker, params, queries=queries, corpus=corpus, candidates=record["runs"][-1],
+          output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
+          model_id=os.path.abspath(spec.checkpoint), progress=progress)
+      with atomic_write(path + ".json") as f:
+        json.dump(stamp, f, indent=1)
+      seconds = time.perf_counter() - start
+      detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
+      info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))
+    record["stage_info"].append(info)
+    record["names"].append(name)
+    record["runs"].append(ranked)
+    record["paths"].append(path)
+    record["models"].append({"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
+                             "depth": spec.depth})
+    return name, detail
+
+  depth = f"the top {spec.depth}" if spec.depth else "all"
+  return Stage(f"{spec.name or spec.checkpoint}: rerank {depth} of each query's candidates", run)
+
+
+def evaluate_stages(qrels: Mapping[str, Mapping[str, int]], names: Sequence[str],
+                    runs: Sequence[Run], metrics: Sequence[str] = METRICS) -> dict:
+  """Each stage's mean metrics, and two-sided paired t-tests against the first stage and against
+  the stage before, Bonferroni-corrected over all those comparisons (every metric counts once per
+  compared pair of runs)."""
+  values = [per_query(qrels, run, list(metrics)) for run in runs]
+  comparisons = [(i, 0) for i in range(1, len(runs))] + [(i, i - 1) for i in range(2, len(runs))]
+  m = max(1, len(comparisons))
+  rows = []
+  for i, name in enumerate(names):
+    row = {"name": name, "mean": {k: float(values[i][k].mean()) for k in metrics}}
+    for label, j in (("vs_first", 0), ("vs_previous", i - 1)):
+      if (i, j) in comparisons and (label == "vs_first" or j > 0):
+        row[label] = {}
+        for k in metrics:
+          t, p = paired_t_test(values[i][k], values[j][k])
+          row[label][k] = {"t": t, "p": p, "p_bonferroni": min(1.0, p * m)}
+    rows.append(row)
+  return {"metrics": list(metrics), "queries": len(relevant_queries(qrels)),
+          "comparisons": m, "stages": rows}
+
+
+def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
+  """The cascade's table: each stage's metrics (* p < .01 against the first stage, † against the
+  stage before, Bonferroni) and its time and pairs/s."""
+  metrics = report["metrics"]
+  lines = [f"| stage | {' | '.join(metrics)} | time | pairs/s |",
+           "| --- |" + " --- |" * (len(metrics) + 2)]
+  for row, info in zip(report["stages"], stage_info):
+    cells = []
+    for k in metrics:
+      mark = ""
+      if row.get("vs_first", {}).get(k, {}).get("p_bonferroni", 1.0) < 0.01:
+        mark += "*"
+      if row.get("vs_previous", {}).get(k, {}).get("p_bonferroni", 1.0) < 0.01:
+        mark += "†"
+      cells.append(f"{row['mean'][k]:.4f}{mark}")
+    speed = info.get("pairs_per_second")
+    lines.append(f"| {row['name']} | {' | '.join(cells)} | {info.get('seconds', 0.0):.1f} s | "
+                 f"{f'{speed:.0f}' if speed else ('reused' if info.get('reused') else '')} |")
+  lines.append(f"\n{report['queries']} queries; * p < 0.01 against the first stage, † against the "
+               f"stage before (paired t-tests, Bonferroni over {report['comparisons']} "
+               "comparisons).")
+  return "\n".join(lines)
+
+
+def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], first: Run,
+                first_name: str, stages: Sequence[RerankStage], workdir: str,
+                qrels: Optional[Mapping[str, Mapping[str, int]]] = None,
+                options: ScoringOptions = ScoringOptions(window=0), dtype: Optional[str] = None,
+                first_seconds: float = 0.0, progress: bool = True) -> dict:
+  """Runs the cascade (module docstring) from the first stage's run `first` through `stages` in
+  `workdir`; returns what WORKDIR/results.json holds (the stages, their times and, with `qrels`,
+  the evaluation of every stage)."""
+  os.makedirs(workdir, exist_ok=True)
+  first_path = os.path.join(workdir, f"00_{first_name}.run")
+  write_run(first_path, first, tag=first_name)
+  spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
+  with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
+    json.dump(spec, f, indent=1)
+  record = Record(workdir)
+  record["runs"], record["paths"], record["names"] = [first], [first_path], [first_name]
+  record["models"] = [{"name": first_name}]
+  pairs = sum(map(len, first.values()))
+  record["stage_info"] = [{"name": first_name, "seconds": round(first_seconds, 1),
+                           "pairs": pairs}]
+  run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
+                           progress=progress) for i, s in enumerate(stages, 1)], record)
+  results = {"stages": record["models"], "timings": record["stage_info"],
+             "runs": dict(zip(record["names"], record["paths"]))}
+  if qrels is not None:
+    report = evaluate_stages(qrels, record["names"], record["runs"])
+    print(format_report(report, record["stage_info"]), flush=True)
+    results["evaluation"] = report
+  with atomic_write(os.path.join(workdir, "results.json")) as f:
+    json.dump(finite(results), f, indent=1, allow_nan=False)
+  return results
+

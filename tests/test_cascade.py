@@ -1,0 +1,82 @@
+"""`t5rank rerank`: the cascade in one command. Every stage is `t5rank score --depth` on the stage
+before it (the same numbers), every prefix is evaluated, and the same command run again reuses what
+is done and redoes what is not."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from t5rank import cli
+from t5rank.checkpoints import save_checkpoint
+from t5rank.data.readers import read_run
+from t5rank.pipelines.cascade import RerankStage, parse_stage
+from t5rank.testing import micro_config, random_params
+
+TEXTS = {f"d{i}": f"policy {'term ' * i}life car rate number {i} {'cover ' * (i % 3)}"
+         for i in range(8)}
+
+
+def inputs(tmp_path) -> list[str]:
+  config = micro_config()
+  save_checkpoint(str(tmp_path / "mono"), random_params(config, std=0.5), config)
+  save_checkpoint(str(tmp_path / "duo"), random_params(config, seed=1, std=0.5), config,
+                  {"model": "duot5"})
+  (tmp_path / "q.tsv").write_text("q1\tlife policy term\nq2\tcar rate cover\n")
+  (tmp_path / "c.tsv").write_text("".join(f"{d}\t{t}\n" for d, t in TEXTS.items()))
+  (tmp_path / "qrels").write_text("q1 0 d3 1\nq2 0 d2 1\n")
+  return ["rerank", "--queries", str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"),
+          "--bm25", "--stage", f"monot5={tmp_path / 'mono'}@6", "--stage",
+          f"duo={tmp_path / 'duo'}@3", "--qrels", str(tmp_path / "qrels"), "-o",
+          str(tmp_path / "cascade")]
+
+
+def test_parse_stage():
+  assert parse_stage("monot5=runs/m/final@100") == RerankStage("runs/m/final", 100, "monot5")
+  assert parse_stage("runs/m/final") == RerankStage("runs/m/final", None, "")
+  assert parse_stage("/a/b=c/d@10") == RerankStage("/a/b=c/d", 10, "")  # not a name: a path
+  with pytest.raises(ValueError, match="positive number"):
+    parse_stage("m=ckpt@0")
+
+
+def test_each_stage_is_score_at_its_depth_on_the_stage_before(tmp_path, capsys):
+  argv = inputs(tmp_path)
+  assert cli.main(argv) == 0
+  out = tmp_path / "cascade"
+  assert sorted(p.name for p in out.glob("*.run")) == ["00_bm25.run", "01_monot5.run",
+                                                      "02_duo.run"]
+  for stage, before, checkpoint, depth in (("01_monot5", "00_bm25", "mono", "6"),
+                                           ("02_duo", "01_monot5", "duo", "3")):
+    assert cli.main(["score", "--checkpoint", str(tmp_path / checkpoint), "--queries",
+                     str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"), "--run",
+                     str(out / f"{before}.run"), "--depth", depth, "--window", "0", "-o",
+                     str(tmp_path / f"{stage}.check")]) == 0
+    assert read_run(str(out / f"{stage}.run")) == read_run(str(tmp_path / f"{stage}.check"))
+  results = json.loads((out / "results.json").read_text())
+  stages = results["evaluation"]["stages"]
+  assert [s["name"] for s in stages] == ["bm25", "monot5", "duo"]
+  assert "vs_first" not in stages[0] and "vs_previous" not in stages[1]
+  assert set(stages[2]["vs_first"]) == set(stages[2]["vs_previous"]) == {
+      "MRR", "MRR@10", "P@1", "nDCG@10", "MAP"}
+  assert results["evaluation"]["comparisons"] == 3  # monoT5 vs BM25, duo vs BM25, duo vs monoT5
+  assert [t["pairs"] for t in results["timings"]] == [16, 12, 12]  # 8 + 8, 6 + 6, 3 x 2 + 3 x 2
+  table = capsys.readouterr().out
+  assert "| stage | MRR | MRR@10 | P@1 | nDCG@10 | MAP | time | pairs/s |" in table
+
+
+def test_the_same_command_reuses_what_is_done_and_redoes_what_is_not(tmp_path):
+  argv = inputs(tmp_path)
+  assert cli.main(argv) == 0
+  out = tmp_path / "cascade"
+  first_stage = os.path.getmtime(out / "01_monot5.run")
+  os.remove(out / "02_duo.run")  # as if killed before the last stage finished
+  assert cli.main(argv) == 0
+  assert os.path.getmtime(out / "01_monot5.run") == first_stage  # reused
+  timings = json.loads((out / "results.json").read_text())["timings"]
+  assert timings[1].get("reused") and not timings[2].get("reused")
+  (tmp_path / "mine").mkdir()
+  (tmp_path / "mine" / "notes.txt").write_text("mine")
+  with pytest.raises(SystemExit, match="holds files this command did not write"):
+    cli.main([*argv[:-1], str(tmp_path / "mine")])  # a directory of the user's
