@@ -84,15 +84,22 @@ def build_model(seed: int, untie: bool = False, mt5: bool = False,
   model = model_class(config).eval()
   if untie:  # a head of its own, as a 4.x v1.1 checkpoint loaded and saved by 5.x has
     model.lm_head.weight = torch.nn.Parameter(torch.randn_like(model.shared.weight))
+  _perturb(model)
+  if "lm_head.weight" in dict(model.named_parameters()):  # untied
+    with torch.no_grad():
+      model.lm_head.weight.mul_(config.d_model ** -0.5)
+  return model
+
+
+def _perturb(model):
+  """Layer norms away from one and relative-position biases away from zero, in place, so that
+  a golden checks them too."""
   with torch.no_grad():
     for name, param in model.named_parameters():
       if "layer_norm" in name:
         param.copy_(1.0 + 0.3 * torch.randn_like(param))
       elif "relative_attention_bias" in name:
         param.copy_(torch.randn_like(param))
-      elif name == "lm_head.weight":
-        param.mul_(config.d_model ** -0.5)
-  return model
 
 
 def make_inputs(seed: int) -> dict[str, np.ndarray]:
@@ -176,12 +183,7 @@ def write_duot5_golden() -> None:
                                  tie_word_embeddings=True, pad_token_id=0, eos_token_id=1,
                                  decoder_start_token_id=0)
   model = transformers.T5ForConditionalGeneration(config).eval()
-  with torch.no_grad():
-    for name, param in model.named_parameters():
-      if "layer_norm" in name:
-        param.copy_(1.0 + 0.3 * torch.randn_like(param))
-      elif "relative_attention_bias" in name:
-        param.copy_(torch.randn_like(param))
+  _perturb(model)
   spiece = sentencepiece.SentencePieceProcessor(
       model_file=os.path.join(os.path.dirname(__file__), os.pardir, "t5rank", "data",
                               "t5_spiece.model"))
