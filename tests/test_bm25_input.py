@@ -14,7 +14,7 @@ from t5rank.data import bm25_input
 from t5rank.data import preprocessors
 from t5rank.models.inputs import EOS_ID, assemble, encode_pair, encode_pairs, format_input, score_text
 from t5rank.models.inputs import TemplateIds
-from t5rank.data.pseudo_queries import mix_tables
+from t5rank.data.sources import mix_tables
 from t5rank.models.config import get_config
 from t5rank.models.monot5 import MonoT5
 from t5rank.ranking.candidates import Pair, first_stage_scores
@@ -125,6 +125,21 @@ def test_top_of_pools_keeps_each_pools_highest_bm25_answers():
     bm25_input.top_of_pools(table(), 1)
   with pytest.raises(ValueError, match="at least 1"):
     bm25_input.top_of_pools(scored, 0)
+
+
+def test_hard_negatives_double_the_train_rows_against_the_top_of_each_pool(monkeypatch):
+  # duoT5's hard-negative source: every train row against its whole pool and against the pool's
+  # BM25 top 1 (query 0: "dog cat"); unscored, as the duoT5 task reads triples; other splits as is.
+  monkeypatch.setattr(bm25_input.sources, "insuranceqa", lambda split, language: table())
+  bm25_input.insuranceqa_hard_negatives.cache_clear()
+  hard = bm25_input.insuranceqa_hard_negatives("train", "en", pool_depth=1)
+  bm25_input.insuranceqa_hard_negatives.cache_clear()
+  assert len(hard) == 4 and not hard.scored
+  assert hard.pool_starts.tolist() == [0, 2, 3, 4, 5]
+  assert [hard.documents[d] for d in hard.pool_docs] == ["dog cat", "bird", "car car dog",
+                                                         "dog cat", "car car dog"]
+  assert bm25_input.insuranceqa_hard_negatives("validation", "en").pool_docs.tolist() == [1, 2, 0]
+  bm25_input.insuranceqa_hard_negatives.cache_clear()
 
 
 @pytest.mark.parametrize("max_length", [512, 22])

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from t5rank.data import analysis
-from t5rank.data.pseudo_queries import mix_tables, pseudo_query_table
+from t5rank.data.pseudo_queries import pseudo_query_table
+from t5rank.data.sources import mix_tables
 from t5rank.data.sources import TripleTable
 
 DOCS = ["The insurance policy covers flood damage to the basement.",

@@ -17,13 +17,16 @@ to add to it.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
 
 from t5rank.retrieval import bm25 as retrieval
 from t5rank.data.readers import Document
-from t5rank.data.sources import TripleTable
+from t5rank.data import sources
+from t5rank.data.sources import TripleTable, mix_tables
 
 
 def build_index(documents: Sequence[str], language: str = "en") -> retrieval.BM25Index:
@@ -83,3 +86,23 @@ def top_of_pools(table: TripleTable, depth: int) -> TripleTable:
   starts[1:] = np.cumsum([len(k) for k in keep])
   return TripleTable(table.queries, table.documents, table.positives, table.positive_pools, starts,
                      table.pool_docs[entries], table.positive_scores, table.pool_scores[entries])
+
+
+def with_top_of_pools(table: TripleTable, depth: int) -> TripleTable:
+  """A scored `table`'s rows twice, once against their whole pools and once against the `depth`
+  answers of each pool BM25 scores highest (`top_of_pools`): half of the negatives are the first
+  stage's hard ones."""
+  return mix_tables(table, top_of_pools(table, depth))
+
+
+@functools.lru_cache(maxsize=8)
+def insuranceqa_hard_negatives(split: str, language: str = "en", pool_depth: int = 20
+                               ) -> TripleTable:
+  """InsuranceQA v2's triples of `split` (`t5rank.data.sources.insuranceqa`); for the train split,
+  every row twice (`with_top_of_pools`: half of the negatives among the `pool_depth` answers of the
+  pool BM25 scores highest), without the scores. Other splits are returned as they are."""
+  table = sources.insuranceqa(split, language)
+  if split != "train":
+    return table
+  mixed = with_top_of_pools(score_table(table, language), pool_depth)
+  return dataclasses.replace(mixed, positive_scores=None, pool_scores=None)

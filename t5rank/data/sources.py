@@ -270,6 +270,40 @@ def read_generic_triples(queries_path: str, corpus_path: str, qrels_path: str, r
   return pooled_table(queries.texts, documents.texts, positives, pools, positive_pools)
 
 
+def mix_tables(*tables: TripleTable) -> TripleTable:
+  """One table holding the rows of all `tables` (an epoch is a permutation of all their rows, so a
+  table's share of every batch is its share of rows). Documents that are the same list object are
+  stored once. Scored tables (`TripleTable.scored`) keep their scores; scored and unscored tables
+  do not mix."""
+  if len({table.scored for table in tables}) > 1:
+    raise ValueError("cannot mix scored and unscored tables")
+  queries: list[str] = []
+  documents: list[str] = []
+  document_offsets: dict[int, int] = {}
+  positives, positive_pools, pool_docs, pool_sizes = [], [], [], []
+  pools_so_far = 0
+  for table in tables:
+    key = id(table.documents)
+    if key not in document_offsets:
+      document_offsets[key] = len(documents)
+      documents.extend(table.documents)
+    doc_offset = document_offsets[key]
+    positives.append(table.positives + np.asarray([len(queries), doc_offset], np.int64))
+    positive_pools.append(table.positive_pools + pools_so_far)
+    pool_docs.append(table.pool_docs + doc_offset)
+    pool_sizes.append(np.diff(table.pool_starts))
+    pools_so_far += len(table.pool_starts) - 1
+    queries.extend(table.queries)
+  starts = np.zeros(pools_so_far + 1, np.int64)
+  starts[1:] = np.cumsum(np.concatenate(pool_sizes))
+  scores = {}
+  if tables and tables[0].scored:
+    scores = {"positive_scores": np.concatenate([t.positive_scores for t in tables]),
+              "pool_scores": np.concatenate([t.pool_scores for t in tables])}
+  return TripleTable(queries, documents, np.concatenate(positives), np.concatenate(positive_pools),
+                     starts, np.concatenate(pool_docs), **scores)
+
+
 @functools.lru_cache(maxsize=8)
 def insuranceqa(split: str, language: str = "en") -> TripleTable:
   """InsuranceQA v2 (`t5rank.data.insuranceqa`): one positive row per (query, relevant answer); the

@@ -22,6 +22,8 @@ with the vocabulary `insuranceqa_en_8k` (`t5rank.models.vocab.VOCABULARIES`).
   msmarco_passage_tfds_monot5_{variant}         triples through TFDS (msmarco_passage_triples)
 duoT5 (`t5rank.models.duot5`: each triple's two ordered pairs, "true" when Document0 is the relevant):
   insuranceqa_en_8k_duot5_true_false            InsuranceQA v2 (English) on insuranceqa_en_8k
+  insuranceqa_en_8k_duot5_top20_true_false      the same, half of the train negatives among the 20
+                                                answers of each pool BM25 scores highest
   msmarco_passage_duot5_true_false              triples.train.small.tsv (the paper's)
 Span corruption (T5's pre-training objective, `t5rank.data.span_corruption`; texts of
 `t5rank.data.texts`; splits train and validation, the user's corpus train only):
@@ -51,8 +53,8 @@ import functools
 import gin
 import seqio
 
-from t5rank.data import (cross_lingual, insuranceqa, preprocessors, pseudo_queries, sources, texts,
-                         xpi)
+from t5rank.data import (bm25_input, cross_lingual, insuranceqa, preprocessors, pseudo_queries,
+                         sources, texts, xpi)
 from t5rank.data import tfds_builders  # noqa: F401  (registers the TFDS builders)
 from t5rank.data.seqio_tasks import (TripleSource, register_data_poor, register_duot5_task,
                                      register_variants)
@@ -119,6 +121,9 @@ register_variants("msmarco_passage_tfds",
 register_duot5_task("insuranceqa_en_8k_duot5_true_false", TripleSource(
     functools.partial(sources.insuranceqa, language="en"), _INSURANCEQA_SPLITS),
     vocabulary="insuranceqa_en_8k")
+register_duot5_task("insuranceqa_en_8k_duot5_top20_true_false", TripleSource(
+    functools.partial(bm25_input.insuranceqa_hard_negatives, language="en", pool_depth=20),
+    _INSURANCEQA_SPLITS), vocabulary="insuranceqa_en_8k")
 register_duot5_task("msmarco_passage_duot5_true_false",
                     TripleSource(_file_sources["msmarco_passage_triples"], ["train"]))
 
