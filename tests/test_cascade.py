@@ -80,3 +80,61 @@ def test_the_same_command_reuses_what_is_done_and_redoes_what_is_not(tmp_path):
   (tmp_path / "mine" / "notes.txt").write_text("mine")
   with pytest.raises(SystemExit, match="holds files this command did not write"):
     cli.main([*argv[:-1], str(tmp_path / "mine")])  # a directory of the user's
+
+
+def test_a_fused_stage_is_fuse_of_every_run_over_the_candidates_it_reranked(tmp_path):
+  from t5rank.evaluation.metrics import per_query
+  from t5rank.ranking.fusion import interpolate_runs, simplex_grid
+  from t5rank.data.readers import read_qrels
+
+  argv = inputs(tmp_path)
+  tuned = [*argv[:-2], "--fuse", "--tune-fusion", "-o", str(tmp_path / "valid")]
+  assert cli.main(tuned) == 0
+  out = tmp_path / "valid"
+  results = json.loads((out / "results.json").read_text())
+  entry = results["fusion"]["duo+fusion"]
+  assert entry["runs"] == ["bm25", "monot5", "duo"]
+  assert [s["name"] for s in results["evaluation"]["stages"]] == ["bm25", "monot5", "duo",
+                                                                   "duo+fusion"]
+  runs = [read_run(str(out / f)) for f in ("00_bm25.run", "01_monot5.run", "02_duo.run")]
+  monot5 = runs[1]
+  top = {q: [d for d, _ in sorted(docs, key=lambda x: -x[1])[:3]] for q, docs in monot5.items()}
+  restricted = [{q: [(d, s) for d, s in run[q] if d in top[q]] for q in top} for run in runs]
+  qrels = read_qrels(str(tmp_path / "qrels"))
+  mrr = {w: per_query(qrels, interpolate_runs(restricted, w), ["MRR"])["MRR"].mean()
+         for w in simplex_grid(3)}
+  best = max(mrr.values())
+  assert entry["tuning_MRR"] == pytest.approx(best)
+  # the tuned weighting is the first of the grid (most weight on BM25, then monoT5) with that MRR
+  assert tuple(entry["weights"]) == next(w for w in simplex_grid(3) if mrr[w] == best)
+  fused = read_run(str(out / "02_duo+fusion.run"))
+  expected = interpolate_runs(restricted, entry["weights"])
+  for q in top:
+    assert [d for d, _ in fused[q][:3]] == [d for d, _ in expected[q]]
+    assert [s for _, s in fused[q][:3]] == pytest.approx([s for _, s in expected[q]])
+    below = [d for d, _ in sorted(monot5[q], key=lambda x: -x[1])[3:]]
+    assert [d for d, _ in fused[q][3:]] == below  # the rest in the stage before's order
+
+  # the weights applied unchanged elsewhere (the test queries): the same run from the same input
+  applied = [*argv[:-2], "--fuse", "--fusion-weights", str(out / "results.json"), "-o",
+             str(tmp_path / "test")]
+  assert cli.main(applied) == 0
+  assert read_run(str(tmp_path / "test" / "02_duo+fusion.run")) == fused
+  again = json.loads((tmp_path / "test" / "results.json").read_text())["fusion"]["duo+fusion"]
+  assert again["weights"] == entry["weights"] and "tuning_MRR" not in again
+
+
+def test_fusion_refuses_what_it_cannot_do(tmp_path):
+  argv = inputs(tmp_path)
+  with pytest.raises(SystemExit, match="--fuse needs --tune-fusion"):
+    cli.main([*argv[:-2], "--fuse", "-o", str(tmp_path / "a")])
+  with pytest.raises(SystemExit, match="those need a --fuse"):
+    cli.main([*argv[:-2], "--tune-fusion", "-o", str(tmp_path / "b")])
+  no_qrels = [a for a in argv if a not in ("--qrels", str(tmp_path / "qrels"))]
+  with pytest.raises(SystemExit, match="tunes on --qrels"):
+    cli.main([*no_qrels[:-2], "--fuse", "--tune-fusion", "-o", str(tmp_path / "c")])
+  (tmp_path / "other.json").write_text('{"fusion": {"monot5+fusion": {"runs": ["bm25", '
+                                       '"monot5"], "weights": [0.5, 0.5]}}}')
+  with pytest.raises(SystemExit, match="no weights for 'duo\\+fusion'"):
+    cli.main([*argv[:-2], "--fuse", "--fusion-weights", str(tmp_path / "other.json"), "-o",
+              str(tmp_path / "d")])

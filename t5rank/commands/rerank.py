@@ -12,7 +12,9 @@ The first stage is a given run (--run), BM25 over the corpus or over --candidate
 (any format t5rank reads; --reranker FAMILY, given after a stage, says what that stage's checkpoint
 is when its files do not) reranking the top DEPTH of the stage before (default: all). Every stage
 writes OUTPUT/NN_NAME.run; an interrupted cascade resumes where it stopped when the same command is
-run again, and a stage whose model and input are unchanged is reused. With --qrels every stage
+run again, and a stage whose model and input are unchanged is reused. --fuse after a stage fuses
+it with the stages before it (weights tuned on validation queries with --tune-fusion, then given
+to the test run with --fusion-weights VALID_OUTPUT/results.json). With --qrels every stage
 (each prefix of the cascade) is evaluated against the first stage and the stage before, with each
 stage's time and pairs/s; OUTPUT/results.json holds it all.
 """
@@ -25,16 +27,18 @@ from t5rank.commands import add_overwrite, positive_int
 
 
 class _Stage(argparse.Action):
-  """--stage values in order, --reranker attached to the stage before it."""
+  """--stage values in order as (text, family, fuse), --reranker and --fuse attached to the stage
+  before them."""
 
   def __call__(self, parser, namespace, values, option_string=None):
     stages = list(getattr(namespace, "stages", None) or [])
-    if option_string == "--reranker":
+    if option_string in ("--reranker", "--fuse"):
       if not stages:
-        parser.error("--reranker goes after the --stage it describes")
-      stages[-1] = (stages[-1][0], values)
+        parser.error(f"{option_string} goes after the --stage it describes")
+      text, family, fuse = stages[-1]
+      stages[-1] = (text, values, fuse) if option_string == "--reranker" else (text, family, True)
     else:
-      stages.append((values, None))
+      stages.append((values, None, False))
     namespace.stages = stages
 
 
@@ -60,6 +64,17 @@ def add_parser(subparsers) -> None:
   p.add_argument("--reranker", action=_Stage, dest="stages", metavar="FAMILY",
                  help="the model family of the --stage before it, when its checkpoint does not say "
                       "(e.g. duot5 for a Hugging Face duoT5)")
+  p.add_argument("--fuse", action=_Stage, dest="stages", nargs=0,
+                 help="fuse the --stage before it with the stages before that (z-scores weighted, "
+                      "as `t5rank fuse`) over the candidates it reranked; the fused ranking goes "
+                      "on to the next stage. Needs --tune-fusion or --fusion-weights")
+  weights = p.add_mutually_exclusive_group()
+  weights.add_argument("--tune-fusion", action="store_true",
+                       help="tune the weights of every --fuse on these --qrels (best MRR over "
+                            "weightings in steps of .05): run it on validation queries")
+  weights.add_argument("--fusion-weights", metavar="RESULTS_JSON",
+                       help="the weights tuned by an earlier `t5rank rerank --tune-fusion` with "
+                            "the same stages (its results.json), applied unchanged")
   p.add_argument("--qrels", help="judgments: evaluate every stage")
   p.add_argument("--dtype", choices=("float32", "bfloat16"), help="as in `t5rank score`")
   p.add_argument("--batch-tokens", type=positive_int, help="as in `t5rank score`")
@@ -77,8 +92,9 @@ def files(args: argparse.Namespace):
   from t5rank.pipelines.cascade import parse_stage
 
   inputs = {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
-            "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels}
-  for i, (text, _) in enumerate(args.stages or (), 1):
+            "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels,
+            "--fusion-weights": args.fusion_weights}
+  for i, (text, _, _) in enumerate(args.stages or (), 1):
     inputs[f"--stage {i}"] = parse_stage(text).checkpoint
   return [Output("-o", args.output, WORK, holds(CASCADE_FILE))], inputs
 
@@ -89,14 +105,20 @@ def run(args: argparse.Namespace) -> int:
   import time
 
   from t5rank.data.readers import check_finite_run, read_corpus, read_qrels, read_queries, read_run
-  from t5rank.pipelines.cascade import parse_stage, run_cascade
+  from t5rank.pipelines.cascade import parse_stage, read_fusion_weights, run_cascade
   from t5rank.ranking.scorer import ScoringOptions
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   if args.candidates and not args.bm25:
     raise SystemExit("t5rank rerank: --candidates goes with --bm25")
-  stages = [dataclasses.replace(parse_stage(text), reranker=family)
-            for text, family in args.stages]
+  stages = [dataclasses.replace(parse_stage(text), reranker=family, fuse=fuse)
+            for text, family, fuse in args.stages]
+  if any(s.fuse for s in stages) != bool(args.tune_fusion or args.fusion_weights):
+    raise SystemExit("t5rank rerank: --fuse needs --tune-fusion (with --qrels, on validation "
+                     "queries) or --fusion-weights, and those need a --fuse")
+  if args.tune_fusion and not args.qrels:
+    raise SystemExit("t5rank rerank: --tune-fusion tunes on --qrels: give the judgments")
+  fusion_weights = read_fusion_weights(args.fusion_weights) if args.fusion_weights else None
   queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
   qrels = read_qrels(args.qrels) if args.qrels else None
   start = time.perf_counter()
@@ -117,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
   options = ScoringOptions(window=0, batch_tokens=args.batch_tokens)
   run_cascade(queries=queries, corpus=corpus, first=first, first_name=name, stages=stages,
               workdir=args.output, qrels=qrels, options=options, dtype=args.dtype,
-              first_seconds=time.perf_counter() - start)
+              first_seconds=time.perf_counter() - start, tune_fusion=args.tune_fusion,
+              fusion_weights=fusion_weights)
   print(f"wrote {args.output}/results.json and each stage's run")
   return 0

@@ -11,6 +11,14 @@ stamp are there is reused, an interrupted one resumes from its shards (NN_NAME.r
 same command run again continues where it stopped. With qrels, every stage's run (each prefix of
 the cascade) is evaluated: the metrics, a paired t-test against the first stage and against the
 stage before (Bonferroni over all those comparisons), and each stage's time and pairs/s.
+
+A stage may be fused with the stages before it (`fuse`): over the candidates it reranked (its top
+DEPTH), Σ_j w_j · zscore(run_j) of the first stage's run and every reranker's own run up to it
+(`t5rank fuse`'s code, `t5rank.ranking.fusion`), the rest kept below; the fused ranking
+(NN_NAME+fusion.run, a row of its own in the table) is what the next stage reranks. The weights
+are tuned on the cascade's own judged queries (`tune_fusion`: every weighting in steps of .05,
+best MRR; run it on validation queries) or taken from an earlier cascade's results.json
+(`fusion_weights`: the weights tuned on validation, applied unchanged to test queries).
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from t5rank.data.readers import Document, Run, read_run, write_run
 from t5rank.evaluation.metrics import paired_t_test, per_query, relevant_queries
 from t5rank.files import atomic_write
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
-from t5rank.ranking.candidates import split_at_depth
+from t5rank.ranking import fusion
+from t5rank.ranking.candidates import append_below, split_at_depth
 from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_candidates
 
 CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
@@ -38,11 +47,13 @@ METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
 class RerankStage:
   """A reranker stage: `checkpoint` (any format t5rank loads; `reranker` names its model family
   when its files do not), reranking the top `depth` (None: all) of the stage before; `name` labels
-  its run (default: the model family's name)."""
+  its run (default: the model family's name); `fuse`: its ranking fused with the stages before it
+  (module docstring)."""
   checkpoint: str
   depth: Optional[int] = None
   name: str = ""
   reranker: Optional[str] = None
+  fuse: bool = False
 
 
 def parse_stage(text: str) -> RerankStage:
@@ -78,9 +89,11 @@ def _read_json(path: str) -> Optional[dict]:
 
 def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
                  corpus: Mapping[str, Document], options: ScoringOptions,
-                 dtype: Optional[str] = None, progress: bool = True) -> Stage:
+                 dtype: Optional[str] = None, progress: bool = True,
+                 fusion_source: Optional["FusionSource"] = None) -> Stage:
   """The `Stage` of reranker `spec`, the `index`-th of the cascade (module docstring); `dtype`
-  casts the stage's parameters (`t5rank score --dtype`; the families without one refuse it)."""
+  casts the stage's parameters (`t5rank score --dtype`; the families without one refuse it);
+  `fusion_source` gives the weights of a stage that fuses."""
 
   def run(record: Record) -> tuple[str, str]:
     before_path = record["paths"][-1]
@@ -118,10 +131,79 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     record["paths"].append(path)
     record["models"].append({"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
                              "depth": spec.depth})
+    record["own"].append(len(record["runs"]) - 1)
+    if spec.fuse:
+      detail += "; " + fuse_stage(record, index, name, spec.depth, fusion_source)
     return name, detail
 
   depth = f"the top {spec.depth}" if spec.depth else "all"
   return Stage(f"{spec.name or spec.checkpoint}: rerank {depth} of each query's candidates", run)
+
+
+@dataclasses.dataclass(frozen=True)
+class FusionSource:
+  """Where a fusing stage's weights come from: tuned on `qrels` (the cascade's own judged queries)
+  or read from `weights` ({fused row's name: {"runs": names, "weights": numbers}}, an earlier
+  cascade's results.json "fusion")."""
+  qrels: Optional[Mapping[str, Mapping[str, int]]] = None
+  weights: Optional[Mapping[str, Mapping]] = None
+  described: str = ""
+
+
+def read_fusion_weights(path: str) -> FusionSource:
+  """The tuned fusion weights of an earlier cascade's results.json (`t5rank rerank --tune-fusion`
+  on validation queries)."""
+  results = _read_json(path)
+  if results is None:
+    raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
+  weights = results.get("fusion")
+  if not isinstance(weights, dict) or not weights:
+    raise ValueError(f"{path}: holds no tuned fusion weights (\"fusion\"); it must be the "
+                     "results.json of `t5rank rerank --tune-fusion` with the same stages")
+  return FusionSource(weights=weights, described=f"weights from {path}")
+
+
+def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
+               source: Optional[FusionSource]) -> str:
+  """Fuses the stage just run with the stages before it (module docstring): a row `NAME+fusion`
+  appended to the record (its run WORKDIR/NN_NAME+fusion.run); returns a line for the log."""
+  if source is None:
+    raise ValueError(f"stage {name!r} fuses, but neither tuning judgments nor weights were given")
+  start = time.perf_counter()
+  row = f"{name}+fusion"
+  own = [record["names"][i] for i in record["own"]]
+  top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
+  kept = {q: {d for d, _ in docs} for q, docs in top.items()}
+  runs = [{q: [(d, s) for d, s in record["runs"][i][q] if d in kept[q]] for q in top}
+          for i in record["own"]]
+  if source.weights is not None:
+    given = source.weights.get(row)
+    if not given or list(given.get("runs", ())) != own:
+      raise ValueError(f"{source.described}: no weights for {row!r} over the runs {own} (it has "
+                       f"{sorted(source.weights)}); tune them with the same stages")
+    weights, values, how = list(given["weights"]), None, source.described
+  else:
+    weights, values = fusion.tune_weights(source.qrels, runs, metric="MRR")
+    how = f"tuned on these {len(relevant(source.qrels, top))} judged queries (MRR)"
+  fused = append_below(fusion.interpolate_runs(runs, weights), rest)
+  path = os.path.join(record.workdir, f"{index:02d}_{row}.run")
+  write_run(path, fused, tag=row)
+  entry = {"runs": own, "weights": [float(w) for w in weights], "how": how}
+  if values is not None:
+    entry["tuning_MRR"] = values[tuple(weights)]
+  record["fusion"][row] = entry
+  seconds = time.perf_counter() - start
+  record["stage_info"].append({"name": row, "seconds": round(seconds, 1), "pairs": 0})
+  record["names"].append(row)
+  record["runs"].append(fused)
+  record["paths"].append(path)
+  record["models"].append({"name": row, "fusion": entry})
+  return (f"{row}: " + ", ".join(f"{w:g} {n}" for w, n in zip(weights, own)) + f" ({how})")
+
+
+def relevant(qrels: Mapping[str, Mapping[str, int]], run: Run) -> set:
+  """The queries of `run` with a relevant document in `qrels`."""
+  return {q for q in run if any(v > 0 for v in qrels.get(q, {}).values())}
 
 
 def evaluate_stages(qrels: Mapping[str, Mapping[str, int]], names: Sequence[str],
@@ -174,10 +256,19 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
                 first_name: str, stages: Sequence[RerankStage], workdir: str,
                 qrels: Optional[Mapping[str, Mapping[str, int]]] = None,
                 options: ScoringOptions = ScoringOptions(window=0), dtype: Optional[str] = None,
-                first_seconds: float = 0.0, progress: bool = True) -> dict:
+                first_seconds: float = 0.0, progress: bool = True,
+                tune_fusion: bool = False, fusion_weights: Optional[FusionSource] = None,
+                print_table: bool = True) -> dict:
   """Runs the cascade (module docstring) from the first stage's run `first` through `stages` in
-  `workdir`; returns what WORKDIR/results.json holds (the stages, their times and, with `qrels`,
-  the evaluation of every stage)."""
+  `workdir`; returns what WORKDIR/results.json holds (the stages, their times, the fusion weights
+  and, with `qrels`, the evaluation of every stage). A stage that fuses takes its weights from
+  `fusion_weights`, or tunes them on `qrels` when `tune_fusion`."""
+  if any(s.fuse for s in stages) == (not (tune_fusion or fusion_weights)):
+    raise ValueError("a stage that fuses needs its weights: tune them on judged (validation) "
+                     "queries or give those of an earlier cascade; without such a stage, neither")
+  if tune_fusion and (fusion_weights or qrels is None):
+    raise ValueError("tuning the fusion needs the judgments (qrels) and no given weights")
+  source = fusion_weights or (FusionSource(qrels=qrels) if tune_fusion else None)
   os.makedirs(workdir, exist_ok=True)
   first_path = os.path.join(workdir, f"00_{first_name}.run")
   write_run(first_path, first, tag=first_name)
@@ -187,16 +278,19 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   record = Record(workdir)
   record["runs"], record["paths"], record["names"] = [first], [first_path], [first_name]
   record["models"] = [{"name": first_name}]
+  record["own"], record["fusion"] = [0], {}
   pairs = sum(map(len, first.values()))
   record["stage_info"] = [{"name": first_name, "seconds": round(first_seconds, 1),
                            "pairs": pairs}]
   run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
-                           progress=progress) for i, s in enumerate(stages, 1)], record)
+                           progress=progress, fusion_source=source)
+              for i, s in enumerate(stages, 1)], record)
   results = {"stages": record["models"], "timings": record["stage_info"],
-             "runs": dict(zip(record["names"], record["paths"]))}
+             "runs": dict(zip(record["names"], record["paths"])), "fusion": record["fusion"]}
   if qrels is not None:
     report = evaluate_stages(qrels, record["names"], record["runs"])
-    print(format_report(report, record["stage_info"]), flush=True)
+    if print_table:
+      print(format_report(report, record["stage_info"]), flush=True)
     results["evaluation"] = report
   with atomic_write(os.path.join(workdir, "results.json")) as f:
     json.dump(finite(results), f, indent=1, allow_nan=False)
