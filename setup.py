@@ -42,8 +42,9 @@ setup(
     packages=["t5rank", "t5rank.checkpoints", "t5rank.commands", "t5rank.data", "t5rank.evaluation",
               "t5rank.models", "t5rank.pipelines", "t5rank.ranking", "t5rank.retrieval",
               "t5rank.training", "t5rank.tasks"],
-    # the vocabularies, and the gin files (`--gin_file=gin/experiments/...` from any directory)
-    package_data={"t5rank": ["data/*.model", "gin/*/*.gin"]},
+    # the vocabularies, the gin files (`--gin_file=gin/experiments/...` from any directory) and the
+    # shipped models (t5rank/shipped: `shipped:NAME`)
+    package_data={"t5rank": ["data/*.model", "gin/*/*.gin", "shipped/**/*"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "test": ["pytest==9.2.0"],

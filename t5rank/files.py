@@ -199,16 +199,21 @@ def atomic_directory(directory: str) -> Iterator[str]:
 # ----------------------------------------------------------------------------------- manifests
 
 
+def sha256_file(path: str) -> str:
+  """The hex sha256 of a file's bytes, read in blocks."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
 def file_digest(path: str) -> dict:
   """{"bytes": size, "sha256": hex} of a file; files over HASH_LIMIT get their size alone."""
   size = os.path.getsize(path)
   if size > HASH_LIMIT:
     return {"bytes": size}
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return {"bytes": size, "sha256": digest.hexdigest()}
+  return {"bytes": size, "sha256": sha256_file(path)}
 
 
 def file_manifest(directory: str, exclude: Sequence[str] = ()) -> dict[str, dict]:

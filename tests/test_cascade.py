@@ -138,3 +138,30 @@ def test_fusion_refuses_what_it_cannot_do(tmp_path):
   with pytest.raises(SystemExit, match="no weights for 'duo\\+fusion'"):
     cli.main([*argv[:-2], "--fuse", "--fusion-weights", str(tmp_path / "other.json"), "-o",
               str(tmp_path / "d")])
+
+
+def test_a_stage_that_reads_bm25_scores_gets_the_first_stages_not_the_stage_befores(tmp_path):
+  argv = inputs(tmp_path)
+  config = micro_config()
+  save_checkpoint(str(tmp_path / "bm25mono"), random_params(config, seed=2, std=0.5), config,
+                  {"bm25_in_input": True})
+  stages = ["--stage", f"monot5={tmp_path / 'mono'}@6", "--stage",
+            f"reads={tmp_path / 'bm25mono'}@3"]
+  assert cli.main([*argv[:6], "--bm25", *stages, "-o", str(tmp_path / "c")]) == 0
+  bm25 = read_run(str(tmp_path / "c" / "00_bm25.run"))
+  monot5 = read_run(str(tmp_path / "c" / "01_monot5.run"))
+  top = {q: [d for d, _ in sorted(docs, key=lambda x: -x[1])[:3]] for q, docs in monot5.items()}
+  scores = {q: dict(docs) for q, docs in bm25.items()}
+  (tmp_path / "top3.run").write_text("".join(
+      f"{q} Q0 {d} {r} {scores[q][d]!r} bm25\n" for q, docs in top.items()
+      for r, d in enumerate(docs, 1)))
+  assert cli.main(["score", "--checkpoint", str(tmp_path / "bm25mono"), "--queries",
+                   str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"), "--run",
+                   str(tmp_path / "top3.run"), "--window", "0", "-o",
+                   str(tmp_path / "check.run")]) == 0
+  check = read_run(str(tmp_path / "check.run"))
+  reads = read_run(str(tmp_path / "c" / "02_reads.run"))
+  for q in top:
+    assert reads[q][:3] == check[q]  # BM25's scores in its input, monoT5's order above
+    below = [d for d, _ in sorted(monot5[q], key=lambda x: -x[1])[3:]]
+    assert [d for d, _ in reads[q][3:]] == below

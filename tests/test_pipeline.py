@@ -119,10 +119,10 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
 
 
 def test_recipe_hash_follows_the_gin_config_but_not_model_dir():
-  base = pipeline.recipe([pipeline.DEFAULT_GIN_FILE], TINY_RECIPE)
-  assert pipeline.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "MODEL_DIR = '/elsewhere'"]
+  base = gin_config.recipe([pipeline.DEFAULT_GIN_FILE], TINY_RECIPE)
+  assert gin_config.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "MODEL_DIR = '/elsewhere'"]
                          ) == base
-  other = pipeline.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "TRAIN_STEPS = 3"])
+  other = gin_config.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "TRAIN_STEPS = 3"])
   assert other["sha256"] != base["sha256"] and "TRAIN_STEPS = 3" in other["gin"]
 
 

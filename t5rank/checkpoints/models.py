@@ -17,7 +17,7 @@ import logging
 import os
 from typing import Any, Mapping, Optional
 
-from t5rank.checkpoints import load_checkpoint, native
+from t5rank.checkpoints import load_checkpoint, native, shipped
 from t5rank.checkpoints.hf import is_hf_checkpoint
 from t5rank.models import registry
 from t5rank.models.classifier import Classifier, ClassifierConfig, MODEL_NAME
@@ -76,6 +76,7 @@ def scoring_settings(checkpoint: str, config: Optional[T5Config] = None) -> dict
   from a Hugging Face directory's `spiece.model` (with as many of T5's 100 extra ids as `config`'s
   embedding holds; T5's 100 without `config`), `t5rank.json` and `model_type` (mT5: yes/no).
   Values it does not know are None. Reads no weights."""
+  checkpoint = shipped.resolve(checkpoint)
   if native.is_native_checkpoint(checkpoint):
     metadata = native.read_metadata(checkpoint)
     vocabulary = metadata.get("vocabulary")
@@ -109,6 +110,7 @@ def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
   the caller read them already), or of `model` (`--reranker`: what a checkpoint is when its files
   do not say, e.g. a Hugging Face duoT5). `options` are the family's own overrides (for monoT5:
   vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as stored"."""
+  checkpoint = shipped.resolve(checkpoint)
   settings = settings if settings is not None else scoring_settings(checkpoint)
   family = registry.get(model or settings["model"])
   if model and settings["metadata"].get("model", model) != model:

@@ -1,23 +1,33 @@
-"""`t5rank demo`: the main job -- InsuranceQA v2 end to end (BM25, fine-tuning, monoT5, t-test).
+"""`t5rank demo`: the main job -- InsuranceQA v2's test pools through the cascade BM25 → TK → monoT5
+→ duoT5, with the models t5rank ships.
 
-    t5rank demo                                  # all 2,000 test queries, their whole pools reranked
-    t5rank demo --depth 100                      # only BM25's top 100 of each pool
-    t5rank demo --queries 200 --gin.TRAIN_STEPS=50   # a quick try
-    t5rank demo --retrain                        # train again even if runs/insuranceqa/model fits
-    t5rank demo --cross-lingual                  # English/Chinese queries and answers (XPR)
+    t5rank demo                         # all 2,000 test queries; shipped models (minutes)
+    t5rank demo --retrain               # train TK, monoT5 and duoT5 anew first (about 40 minutes)
+    t5rank demo --queries 200           # a quick try
+    t5rank demo --depths 1000,50,5      # TK over the pool, monoT5 over its top 50, duoT5 over 5
+    t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
+    t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR)
 
-Exports the InsuranceQA v2 test split (English), ranks each query's answer pool with BM25 (k1 0.9,
-b 0.4), trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin (as `t5rank train`
-does, with MODEL_DIR = WORKDIR/model; an interrupted run resumes, and a model trained by the same gin
-recipe is reused; that recipe's model reads each pair's BM25 score in its input, Askari et al. 2023;
-`--gin_file=gin/experiments/tiny_insuranceqa_cpu.gin` trains the paper's plain input instead),
-reranks BM25's top --depth with `t5rank score`'s code, interpolates BM25's and
-monoT5's scores with a weight chosen on --tune-queries validation queries (`t5rank fuse`), and prints
-BM25 against BM25+monoT5 and the hybrid (MRR, MRR@10, P@1, nDCG@10, MAP) with paired t-tests. It
-writes bm25.run, monot5.run, hybrid.run, results.json and results.png to WORKDIR. `--gin_file` and
-`--gin.NAME=VALUE` change the training recipe as in `t5rank train` (MODEL_DIR excepted).
+The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2 test split
+(English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
+it with TK, the fused top 100 with monoT5 and the fused top 10 with duoT5; after each reranker its
+scores are fused with every stage before it (z-scores, `t5rank fuse`), the weights tuned on the
+first --tune-queries validation queries (the same cascade run there first) and applied unchanged
+to the test queries. It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired
+t-tests against BM25 and against the row before, Bonferroni; time and pairs/s) and writes each
+stage's run (WORKDIR/cascade), results.json and results.png. The models are the shipped ones
+(t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else, with
+--retrain or a --gin.NAME=VALUE binding (it applies to all three recipes, e.g. --gin.TRAIN_STEPS=20
+for a try), trained by those recipes in WORKDIR/tk, WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that
+monoT5; interrupted training resumes, a model of the same recipe is reused). The same command run
+again reuses every stage that is done.
 
---cross-lingual runs the same job on the XPR construction of the same pools (Chen et al. 2020,
+--monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR
+runs/insuranceqa_monot5): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin
+(its input holds each pair's BM25 score, Askari et al. 2023; `--gin_file` changes the recipe),
+reranks BM25's top --depth, interpolates BM25 and monoT5 with a weight tuned on validation queries.
+
+--cross-lingual runs the single-model job on the XPR construction of the same pools (Chen et al. 2020,
 seed 0: each query English or Chinese, half of each pool's answers in Chinese; `t5rank xpr`): BM25
 with the `zh` analyzer (character bigrams, Latin words lowercased), a bilingual tiny T5 pre-trained
 with span corruption on InsuranceQA's and Tatoeba's English and Chinese text
@@ -36,18 +46,37 @@ from __future__ import annotations
 import argparse
 
 from t5rank.pipelines.insuranceqa import CROSS_LINGUAL, DEFAULT_DEPTH, ENGLISH, TUNE_QUERIES
+from t5rank.pipelines.insuranceqa_cascade import DEFAULT_DEPTHS, DEFAULT_WORKDIR
 from t5rank.commands import positive_int
 
 
+def depths(text: str) -> tuple[int, ...]:
+  """`--depths`: three positive numbers, TK's, monoT5's and duoT5's."""
+  try:
+    values = tuple(int(v) for v in text.split(","))
+  except ValueError:
+    values = ()
+  if len(values) != 3 or min(values) < 1:
+    raise argparse.ArgumentTypeError(f"three positive numbers TK,MONOT5,DUOT5, got {text!r}")
+  return values
+
+
 def add_parser(subparsers) -> None:
-  p = subparsers.add_parser("demo", help="the main job: InsuranceQA v2 BM25 vs BM25+monoT5 (and hybrid)",
+  p = subparsers.add_parser("demo", help="the main job: InsuranceQA v2 through BM25, TK, monoT5, "
+                                         "duoT5",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--workdir",
-                 help=f"where data, index, model, runs and results go (default: {ENGLISH.workdir}, "
-                      f"with --cross-lingual {CROSS_LINGUAL.workdir})")
+                 help=f"where data, index, models, runs and results go (default: "
+                      f"{DEFAULT_WORKDIR}, with --monot5-only {ENGLISH.workdir}, with "
+                      f"--cross-lingual {CROSS_LINGUAL.workdir})")
+  p.add_argument("--depths", type=depths, default=DEFAULT_DEPTHS, metavar="TK,MONOT5,DUOT5",
+                 help="candidates each reranker reranks per query (default: "
+                      f"{','.join(map(str, DEFAULT_DEPTHS))}: TK the whole pool of ~200)")
+  p.add_argument("--monot5-only", action="store_true",
+                 help="the single-model job: BM25 vs BM25+monoT5 vs their hybrid")
   p.add_argument("--depth", type=positive_int, default=DEFAULT_DEPTH,
-                 help=f"BM25 candidates reranked per query (default: {DEFAULT_DEPTH}, every answer "
-                      "of the query's pool: ~200)")
+                 help=f"with --monot5-only or --cross-lingual: BM25 candidates reranked per query "
+                      f"(default: {DEFAULT_DEPTH}, every answer of the query's pool: ~200)")
   p.add_argument("--queries", type=positive_int, metavar="N",
                  help="only the first N test queries (default: all 2,000)")
   p.add_argument("--tune-queries", type=positive_int, default=TUNE_QUERIES, metavar="N",
@@ -56,8 +85,9 @@ def add_parser(subparsers) -> None:
   p.add_argument("--retrain", action="store_true",
                  help="train new models even if WORKDIR holds ones of the same recipes")
   p.add_argument("--gin_file", action="append", metavar="PATH",
-                 help=f"training gin file(s) (default: {ENGLISH.gin_file}, with --cross-lingual "
-                      f"{CROSS_LINGUAL.gin_file}); repeatable")
+                 help=f"with --monot5-only or --cross-lingual: the training gin file(s) (default: "
+                      f"{ENGLISH.gin_file}, with --cross-lingual {CROSS_LINGUAL.gin_file}); "
+                      "repeatable")
   p.add_argument("--cross-lingual", action="store_true",
                  help="the English/Chinese job on XPR pools, with a pre-trained bilingual model")
   p.add_argument("--pretrain-steps", type=positive_int, metavar="N",
@@ -76,9 +106,11 @@ def files(args: argparse.Namespace):
   from t5rank.files import WORK, Output, holds
   from t5rank.pipelines.insuranceqa import RECIPE_FILE
 
-  workdir = args.workdir or (CROSS_LINGUAL if args.cross_lingual else ENGLISH).workdir
+  workdir = args.workdir or (CROSS_LINGUAL.workdir if args.cross_lingual else ENGLISH.workdir
+                             if args.monot5_only else DEFAULT_WORKDIR)
   return ([Output("--workdir", workdir, WORK,
-                  holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE)))],
+                  holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE),
+                        os.path.join("cascade", "cascade.json")))],
           {f"--gin_file {path}": path for path in args.gin_file or ()})
 
 
@@ -94,6 +126,15 @@ def run(args: argparse.Namespace) -> int:
   if (args.pretrain_steps or args.dense_steps) and not args.cross_lingual:
     raise SystemExit("--pretrain-steps and --dense-steps go with --cross-lingual (the English "
                      "job has no pre-training and no dual encoder)")
+  if not (args.monot5_only or args.cross_lingual):
+    if args.gin_file:
+      raise SystemExit("--gin_file goes with --monot5-only or --cross-lingual (the cascade's "
+                       "recipes are its models' own; --gin.NAME=VALUE changes all three)")
+    from t5rank.pipelines.insuranceqa_cascade import run_insuranceqa_cascade
+    run_insuranceqa_cascade(workdir=args.workdir, num_queries=args.queries, depths=args.depths,
+                            gin_bindings=bindings, retrain=args.retrain,
+                            tune_queries=args.tune_queries)
+    return 0
   run_insuranceqa(workdir=args.workdir, depth=args.depth, num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,
                   tune_queries=args.tune_queries,

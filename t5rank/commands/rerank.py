@@ -7,8 +7,8 @@ the stage before (`t5rank.pipelines.cascade`).
     t5rank rerank --queries q.tsv --corpus c.jsonl --run bm25.run \\
         --stage monot5-base-msmarco@100 --stage duot5=duot5-base-msmarco@10 --reranker duot5 ...
 
-The first stage is a given run (--run), BM25 over the corpus or over --candidates' candidates
-(--bm25), or a dense index (--dense). Each --stage is [NAME=]CHECKPOINT[@DEPTH]: the checkpoint
+The first stage is a given run (--run; named by its run tag), BM25 over the corpus or over
+--candidates' candidates (--bm25), or a dense index (--dense). Each --stage is [NAME=]CHECKPOINT[@DEPTH]: the checkpoint
 (any format t5rank reads; --reranker FAMILY, given after a stage, says what that stage's checkpoint
 is when its files do not) reranking the top DEPTH of the stage before (default: all). Every stage
 writes OUTPUT/NN_NAME.run; an interrupted cascade resumes where it stopped when the same command is
@@ -86,6 +86,7 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: the work directory is the command's own
   (it resumes there) or new."""
+  from t5rank.checkpoints import shipped
   from t5rank.files import WORK, Output, holds
   from t5rank.pipelines.cascade import CASCADE_FILE
 
@@ -95,8 +96,22 @@ def files(args: argparse.Namespace):
             "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels,
             "--fusion-weights": args.fusion_weights}
   for i, (text, _, _) in enumerate(args.stages or (), 1):
-    inputs[f"--stage {i}"] = parse_stage(text).checkpoint
+    inputs[f"--stage {i}"] = shipped.resolve(parse_stage(text).checkpoint)
   return [Output("-o", args.output, WORK, holds(CASCADE_FILE))], inputs
+
+
+def _tag(path: str) -> str:
+  """The first stage's name for a given run: its run tag (the sixth column) when every line has
+  the same one and it is a word, else "run"."""
+  import re
+
+  from t5rank.data.readers import read_lines
+
+  tags: set = set()
+  read_lines(path, lambda line: tags.add(line.split()[5] if len(line.split()) == 6 else ""),
+             skip_bad=False)
+  tag = tags.pop() if len(tags) == 1 else ""
+  return tag if re.fullmatch(r"[\w.-]+", tag) else "run"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
   qrels = read_qrels(args.qrels) if args.qrels else None
   start = time.perf_counter()
   if args.run:
-    first, name = read_run(args.run), "run"
+    first, name = read_run(args.run), _tag(args.run)
     check_finite_run(first, args.run)
   elif args.bm25:
     from t5rank.retrieval.bm25 import BM25

@@ -42,7 +42,9 @@ def add_parser(subparsers) -> None:
   p = subparsers.add_parser("score", help="rerank a candidate run with a reranker checkpoint",
                             description=scorer.__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--checkpoint", required=True, help="checkpoint in any format t5rank loads")
+  p.add_argument("--checkpoint", required=True,
+                 help="checkpoint in any format t5rank loads, or shipped:NAME (a model t5rank "
+                      "ships: shipped:monot5, shipped:duot5, shipped:tk)")
   p.add_argument("--config", help="model config name (see t5rank.models.config), for checkpoints "
                  "without one (Mesh TF, t5x)")
   p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
@@ -115,13 +117,14 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: the run, the per-passage file and the
   resumable shard directory."""
+  from t5rank.checkpoints import shipped
   from t5rank.files import WORK, Output, holds
   from t5rank.ranking.shards import MANIFEST_FILE
 
   return ([Output("--output", args.output), Output("--per-passage-output", args.per_passage_output),
            Output("the shard directory", args.output + ".shards", WORK, holds(MANIFEST_FILE))],
           {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
-           "--checkpoint": args.checkpoint, "--vocab": args.vocab})
+           "--checkpoint": shipped.resolve(args.checkpoint), "--vocab": args.vocab})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
   import jax
 
   from t5rank.data.readers import InputFormatError, read_corpus, read_queries, read_run
+  from t5rank.checkpoints import shipped
   from t5rank.checkpoints.models import load_reranker, scoring_settings
   from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
   from t5rank.ranking.devices import use_cpu_devices
@@ -139,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
   if args.cpu_devices is not None and args.cpu_devices < 1:
     raise SystemExit(f"t5rank score: --cpu-devices must be >= 1, got {args.cpu_devices}")
   started = time.perf_counter()
+  args.checkpoint = shipped.resolve(args.checkpoint)  # `shipped:NAME`: a model t5rank ships
   use_cpu_devices(args.cpu_devices)
   if args.distributed:
     jax.distributed.initialize()

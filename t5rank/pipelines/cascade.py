@@ -8,7 +8,8 @@ Each reranker stage is `t5rank score` on the run of the stage before (`--depth K
 reranked, the rest kept below in that run's order), written to WORKDIR/NN_NAME.run with a stamp
 (NN_NAME.run.json: checkpoint, its parameters' hash, depth, input run's hash); a stage whose run and
 stamp are there is reused, an interrupted one resumes from its shards (NN_NAME.run.shards), so the
-same command run again continues where it stopped. With qrels, every stage's run (each prefix of
+same command run again continues where it stopped. A model that reads each candidate's BM25
+score in its input gets the first stage's score, not the stage before's. With qrels, every stage's run (each prefix of
 the cascade) is evaluated: the metrics, a paired t-test against the first stage and against the
 stage before (Bonferroni over all those comparisons), and each stage's time and pairs/s.
 
@@ -24,16 +25,16 @@ best MRR; run it on validation queries) or taken from an earlier cascade's resul
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
 from typing import Mapping, Optional, Sequence
 
+from t5rank.checkpoints import shipped
 from t5rank.checkpoints.models import load_reranker
 from t5rank.data.readers import Document, Run, read_run, write_run
 from t5rank.evaluation.metrics import paired_t_test, per_query, relevant_queries
-from t5rank.files import atomic_write
+from t5rank.files import atomic_write, sha256_file
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
@@ -72,14 +73,6 @@ def parse_stage(text: str) -> RerankStage:
   return RerankStage(checkpoint=checkpoint, depth=int(depth) if depth else None, name=name)
 
 
-def _sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def _read_json(path: str) -> Optional[dict]:
   if not os.path.isfile(path):
     return None
@@ -97,13 +90,13 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
 
   def run(record: Record) -> tuple[str, str]:
     before_path = record["paths"][-1]
-    reranker, params = load_reranker(spec.checkpoint, model=spec.reranker,
-                                     options={"dtype": dtype})
+    checkpoint = shipped.resolve(spec.checkpoint)  # `shipped:NAME`: a model t5rank ships
+    reranker, params = load_reranker(checkpoint, model=spec.reranker, options={"dtype": dtype})
     name = spec.name or reranker.name
     path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
-    stamp = {"checkpoint": os.path.abspath(spec.checkpoint), "model": reranker.name,
+    stamp = {"checkpoint": os.path.abspath(checkpoint), "model": reranker.name,
              "params_sha256": params_fingerprint(params), "depth": spec.depth,
-             "input_sha256": _sha256(before_path),
+             "input_sha256": sha256_file(before_path),
              "options": {k: v for k, v in dataclasses.asdict(options).items()
                          if k not in ("depth", "tag")}}
     stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
@@ -115,11 +108,28 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     if os.path.isfile(path) and _read_json(path + ".json") == stamp:
       ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
       info.update(seconds=0.0, reused=True)
+    elif reranker.reads_first_stage and len(record["runs"]) > 1:
+      # The model reads each candidate's BM25 score in its input: the first stage's score, not
+      # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is reranked
+      # and the rest kept below, as `score --depth` does.
+      if record["names"][0] == "dense":
+        raise ValueError(f"stage {name!r} reads each candidate's BM25 score, but the first stage "
+                         "is dense retrieval: start the cascade with BM25 (or its run)")
+      first = {q: dict(docs) for q, docs in record["runs"][0].items()}
+      top, rest = split_at_depth(record["runs"][-1], spec.depth)
+      reranked = score_candidates(
+          reranker, params, queries=queries, corpus=corpus,
+          candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
+          output=path, options=dataclasses.replace(options, depth=None, tag=name),
+          model_id=os.path.abspath(checkpoint), progress=progress)
+      ranked = append_below(reranked, rest)
+      write_run(path, ranked, tag=name)
     else:
       ranked = score_candidates(
           reranker, params, queries=queries, corpus=corpus, candidates=record["runs"][-1],
           output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
-          model_id=os.path.abspath(spec.checkpoint), progress=progress)
+          model_id=os.path.abspath(checkpoint), progress=progress)
+    if not info.get("reused"):
       with atomic_write(path + ".json") as f:
         json.dump(stamp, f, indent=1)
       seconds = time.perf_counter() - start
@@ -296,3 +306,37 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
     json.dump(finite(results), f, indent=1, allow_nan=False)
   return results
 
+
+
+def plot_cascade(report: dict, path: str, title: str, metric: str = "MRR") -> None:
+  """A PNG of `evaluate_stages`' report (atomically, Agg): each row's mean `metric` as a bar, and
+  beside it the difference against the first stage and against the row before, each with its
+  Bonferroni-corrected p-value (the sign says the direction)."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+
+  rows = report["stages"]
+  fig = Figure(figsize=(10, 0.55 * len(rows) + 1.6), dpi=120)
+  FigureCanvasAgg(fig)
+  ax = fig.add_subplot()
+  names = [r["name"] for r in rows][::-1]
+  values = [r["mean"][metric] for r in rows][::-1]
+  ax.barh(names, values, color=["#4c72b0" if "+fusion" not in n else "#dd8452" for n in names])
+  first = rows[0]["mean"][metric]
+  for y, row in enumerate(rows[::-1]):
+    index = len(rows) - 1 - y
+    text = f"{row['mean'][metric]:.4f}"
+    for label, key, base in (("vs " + rows[0]["name"], "vs_first", first),
+                             ("vs the row before", "vs_previous",
+                              rows[index - 1]["mean"][metric] if index else None)):
+      if key in row:
+        delta = row["mean"][metric] - base
+        text += f"   {label}: {delta:+.4f} (p {row[key][metric]['p_bonferroni']:.2g})"
+    ax.text(row["mean"][metric] + 0.005, y, text, va="center", fontsize=8)
+  ax.set_xlim(0, min(1.0, 2.2 * max(values) + 0.05))
+  ax.set_xlabel(f"{metric} ({report['queries']} queries; p: paired t-test, Bonferroni over "
+                f"{report['comparisons']} comparisons)")
+  ax.set_title(title, fontsize=9)
+  fig.tight_layout()
+  with atomic_write(path, "wb") as f:
+    fig.savefig(f, format="png")

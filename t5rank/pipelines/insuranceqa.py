@@ -57,7 +57,7 @@ from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
 from t5rank.files import atomic_write
 
-DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
+DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa_monot5")
 DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
 XPR_SEED = 0
 # BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the
@@ -71,7 +71,6 @@ DENSE_SYSTEM = "BM25+dual encoder"
 TUNE_QUERIES = 200
 BM25_K1, BM25_B = DEFAULT_K1, DEFAULT_B
 RECIPE_FILE = "recipe.json"
-_MODEL_DIR_PLACEHOLDER = "MODEL_DIR"
 
 
 def _read_json(path: str) -> Optional[dict]:
@@ -133,33 +132,19 @@ CROSS_LINGUAL = Job(
 # ------------------------------------------------------------------------------------- the model
 
 
-def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
-  """{"gin": the resolved gin configuration with MODEL_DIR left out, "sha256": its hash}: what
-  decides the trained model, wherever its directory is."""
-  import gin
-
-  from t5rank.training import gin_config
-
-  gin.clear_config()
-  gin_config.parse_gin(list(gin_files),
-                      [*bindings, f"MODEL_DIR = {_MODEL_DIR_PLACEHOLDER!r}"])
-  text = gin.config_str()
-  gin.clear_config()
-  return {"gin": text, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
-
-
 def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[str], *,
-                  retrain: bool = False) -> tuple[str, bool]:
+                  retrain: bool = False, extra: Optional[dict] = None) -> tuple[str, bool]:
   """(path of the final checkpoint, whether it was trained now). Reuses `model_dir/final` when
   `model_dir/recipe.json` holds the same recipe (and `retrain` is off); resumes the run in
   `model_dir` when its recipe is the same but training did not finish; otherwise moves an existing
-  `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start."""
+  `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start.
+  `extra` goes into recipe.json beside the recipe."""
   import gin
 
   from t5rank.training import gin_config
   from t5rank.checkpoints import native
 
-  wanted = recipe(gin_files, bindings)
+  wanted = gin_config.recipe(gin_files, bindings)
   final = os.path.join(model_dir, "final")
   recipe_path = os.path.join(model_dir, RECIPE_FILE)
   saved = _read_json(recipe_path)
@@ -180,7 +165,8 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
   gin.clear_config()
   gin_config.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
   try:
-    gin_config.train_configured(record={RECIPE_FILE: json.dumps(wanted, indent=1)})
+    gin_config.train_configured(record={RECIPE_FILE: json.dumps({**wanted, **(extra or {})},
+                                                                indent=1)})
   finally:
     gin.clear_config()
   return final, True

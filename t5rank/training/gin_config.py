@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
+import json
 import logging
 import os
 import re
 import tokenize
+from typing import Optional, Sequence
 
 # the package directory: `gin/experiments/x.gin` and a gin file's `include 'gin/models/y.gin'`
 # resolve there (t5rank/gin/...) from any working directory, in a checkout or a pip install
+MODEL_DIR_PLACEHOLDER = "MODEL_DIR"  # in a recipe (`recipe`): wherever the run is
 GIN_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -116,6 +120,46 @@ def _check_macros(bindings: list[str]) -> None:
       raise ValueError(f"--gin.{name}: no gin file defines the macro {name}"
                        + (f"; did you mean {close[0]}?" if close else
                           f" (they define {', '.join(sorted(defined))})")) from None
+
+
+def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
+  """{"gin": the resolved gin configuration with MODEL_DIR left out, "sha256": its hash}: what
+  decides the trained model, wherever its directory is."""
+  import gin
+
+  gin.clear_config()
+  try:
+    parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {MODEL_DIR_PLACEHOLDER!r}"])
+    text = gin.config_str()
+  finally:
+    gin.clear_config()
+  return {"gin": text, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+INIT_PLACEHOLDER = "INIT_CHECKPOINT"  # in a model's recipe: the model it starts from, by its hash
+DATA_PACKAGES = ("insuranceqa-data",)  # the data a shipped model is trained on, by version
+
+
+def model_recipe(gin_files: Sequence[str], bindings: Sequence[str], *,
+                 init_sha256: Optional[str] = None) -> dict:
+  """What decides a trained model, as `recipe` plus what the gin text cannot hold: the recipe
+  hash of the model it starts from (`init_sha256`: the INIT_CHECKPOINT binding's path is then
+  left out, so the model's recipe is the same wherever that model lies) and the versions of the
+  data packages. {"gin_sha256", "init_sha256", "data", "sha256": the hash of those three}."""
+  from importlib import metadata
+
+  if init_sha256 is not None:
+    bindings = [*bindings, f"INIT_CHECKPOINT = {INIT_PLACEHOLDER!r}"]
+  data = {}
+  for package in DATA_PACKAGES:
+    try:
+      data[package] = metadata.version(package)
+    except metadata.PackageNotFoundError:
+      data[package] = None
+  parts = {"gin_sha256": recipe(gin_files, bindings)["sha256"], "init_sha256": init_sha256,
+           "data": data}
+  text = json.dumps(parts, sort_keys=True)
+  return {**parts, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 
 def train_configured(record: dict[str, str] = {}) -> dict[str, float]:

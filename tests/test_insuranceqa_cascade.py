@@ -1,0 +1,103 @@
+"""`t5rank demo`: the cascade BM25 → TK → monoT5 → duoT5 on InsuranceQA with the shipped models,
+fusion weights tuned on validation queries and applied unchanged to the test queries; what it
+writes is what `t5rank rerank` gives for the same stages; `--retrain` trains every model by its
+recipe, duoT5 from the new monoT5."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from t5rank import cli
+from t5rank.checkpoints import shipped
+from t5rank.data.readers import read_run
+from t5rank.pipelines import insuranceqa_cascade as job
+
+DEPTHS = (12, 6, 3)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("demo") / "iqa")
+  results = job.run_insuranceqa_cascade(workdir=workdir, num_queries=3, depths=DEPTHS,
+                                        tune_queries=5, progress=False)
+  return workdir, results
+
+
+def test_the_demo_runs_the_shipped_models_and_fuses_with_validation_weights(demo):
+  workdir, results = demo
+  assert {n: m["source"] for n, m in results["models"].items()} == {
+      "tk": "shipped", "monot5": "shipped", "duot5": "shipped"}
+  assert [r["name"] for r in results["evaluation"]["stages"]] == [
+      "bm25", "tk", "tk+fusion", "monot5", "monot5+fusion", "duot5", "duot5+fusion"]
+  assert results["queries"] == 3 and results["evaluation"]["queries"] == 3
+  valid = json.loads(open(os.path.join(workdir, "valid_cascade", "results.json")).read())
+  assert valid["evaluation"]["queries"] == 5
+  for row, entry in results["fusion"]["weights"].items():
+    assert entry["weights"] == valid["fusion"][row]["weights"]  # tuned there, applied here
+    assert "tuning_MRR" in valid["fusion"][row] and "tuning_MRR" not in entry
+  assert results["fusion"]["weights"]["duot5+fusion"]["runs"] == ["bm25", "tk", "monot5", "duot5"]
+  assert os.path.getsize(os.path.join(workdir, "results.png")) > 10_000
+  # every test query keeps its whole pool, reranked at each depth
+  bm25 = read_run(os.path.join(workdir, "cascade", "00_bm25.run"))
+  final = read_run(os.path.join(workdir, "cascade", "03_duot5+fusion.run"))
+  assert {q: sorted(d for d, _ in docs) for q, docs in final.items()} == {
+      q: sorted(d for d, _ in docs) for q, docs in bm25.items()}
+
+
+def test_the_demo_is_t5rank_rerank_with_the_shipped_models(demo, tmp_path):
+  workdir, results = demo
+  data = os.path.join(workdir, "data")
+  (tmp_path / "q.tsv").write_text("".join(
+      line for line in open(os.path.join(data, "queries.tsv"))
+      if line.split("\t")[0] in read_run(os.path.join(workdir, "bm25.run"))))
+  argv = ["rerank", "--queries", str(tmp_path / "q.tsv"), "--corpus",
+          os.path.join(data, "corpus.jsonl"), "--run", os.path.join(workdir, "bm25.run")]
+  for name, depth in zip(("tk", "monot5", "duot5"), DEPTHS):
+    argv += ["--stage", f"{name}=shipped:{name}@{depth}", "--fuse"]
+  argv += ["--fusion-weights", os.path.join(workdir, "valid_cascade", "results.json"), "-o",
+           str(tmp_path / "rerank")]
+  assert cli.main(argv) == 0
+  for path in sorted(os.listdir(os.path.join(workdir, "cascade"))):
+    if path.endswith(".run") and not path.startswith("00_"):
+      assert read_run(str(tmp_path / "rerank" / path)) == read_run(
+          os.path.join(workdir, "cascade", path)), path
+
+
+def test_the_same_command_again_reuses_every_stage(demo, capsys):
+  workdir, results = demo
+  again = job.run_insuranceqa_cascade(workdir=workdir, num_queries=3, depths=DEPTHS,
+                                      tune_queries=5, progress=False)
+  assert all(t.get("reused") for t in again["timings"][1:] if "+fusion" not in t["name"])
+  assert again["evaluation"] == results["evaluation"]
+
+
+def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_path,
+                                                                              monkeypatch):
+  calls = []
+
+  def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
+    calls.append((os.path.basename(model_dir), gin_files, list(bindings), retrain))
+    return shipped.path(os.path.basename(model_dir)), True
+
+  monkeypatch.setattr(job, "prepare_model", prepare_model)
+  trained = {}
+  for model in job.MODELS:
+    job.prepare(model, str(tmp_path), retrain=True, trained=trained)
+  assert [c[0] for c in calls] == ["tk", "monot5", "duot5"] and all(c[3] for c in calls)
+  assert calls[2][2] == [f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"]
+  # a binding changes every recipe: nothing shipped fits, each is trained (no --retrain needed)
+  calls.clear()
+  trained = {}
+  for model in job.MODELS:
+    _, info = job.prepare(model, str(tmp_path), bindings=["TRAIN_STEPS = 2"], trained=trained)
+    assert info["source"] == "trained"
+  assert [c[2][0] for c in calls] == ["TRAIN_STEPS = 2"] * 3
+  # without either, the shipped models, whose recipes are the repository's
+  trained = {}
+  for model in job.MODELS:
+    checkpoint, info = job.prepare(model, str(tmp_path / "fresh"), trained=trained)
+    assert info["source"] == "shipped" and checkpoint == shipped.path(model.name)
+    assert info["recipe_sha256"] == shipped.read_recipe(model.name)["sha256"]

@@ -1,0 +1,62 @@
+"""The models shipped inside the package (t5rank/shipped/NAME, `t5rank.checkpoints.shipped`): each
+one's recipe is still the one in the repository's gin files (a changed recipe fails here until the
+model is retrained and shipped again with scripts/ship_model.py), and each one still gives the
+scores it gave when it was shipped, on the few test pairs stored beside it (slice.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from t5rank import cli
+from t5rank.checkpoints import shipped
+from t5rank.training import gin_config
+
+NAMES = shipped.names()
+
+
+def test_the_demo_models_are_shipped():
+  assert {"monot5", "duot5", "tk"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_shipped_models_recipe_is_the_repositorys(name):
+  recipe = shipped.read_recipe(name)
+  init = shipped.read_recipe(recipe["init"])["sha256"] if recipe["init"] else None
+  now = gin_config.model_recipe(recipe["gin_files"], recipe["bindings"], init_sha256=init)
+  assert now["gin_sha256"] == recipe["gin_sha256"], (
+      f"the gin recipe of shipped:{name} changed since it was shipped: retrain it "
+      f"({recipe['command']}) and ship it again (scripts/ship_model.py)")
+  assert now == {k: recipe[k] for k in now}  # the data's version and the starting model too
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_shipped_model_scores_its_slice_as_when_it_was_shipped(name, tmp_path):
+  with open(os.path.join(shipped.path(name), shipped.SLICE_FILE), encoding="utf-8") as f:
+    data = json.load(f)
+  (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in data["queries"].items()))
+  (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": d, "text": t}) + "\n"
+                                            for d, t in data["corpus"].items()))
+  (tmp_path / "bm25.run").write_text("".join(
+      f"{q} Q0 {d} {r} {s!r} bm25\n" for q, docs in data["candidates"].items()
+      for r, (d, s) in enumerate(docs, 1)))
+  assert cli.main(["score", "--checkpoint", f"shipped:{name}", "--queries", str(tmp_path / "q.tsv"),
+                   "--corpus", str(tmp_path / "c.jsonl"), "--run", str(tmp_path / "bm25.run"),
+                   "--window", "0", "-o", str(tmp_path / "out.run")]) == 0
+  got = {}
+  for line in (tmp_path / "out.run").read_text().splitlines():
+    q, _, d, _, s, _ = line.split()
+    got[(q, d)] = float(s)
+  expected = {(q, d): s for q, docs in data["scores"].items() for d, s in docs}
+  assert got.keys() == expected.keys() and len(got) >= 9
+  keys = sorted(expected)
+  np.testing.assert_allclose([got[k] for k in keys], [expected[k] for k in keys], atol=1e-4)
+
+
+def test_an_unknown_shipped_name_is_refused_with_the_names(tmp_path):
+  with pytest.raises(ValueError, match="no such shipped model.*shipped:monot5"):
+    shipped.resolve("shipped:monot6")
+  assert shipped.resolve("runs/x/final") == "runs/x/final"
