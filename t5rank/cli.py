@@ -25,6 +25,7 @@ COMMANDS = {
     "fuse": "t5rank.commands.fuse",
     "score": "t5rank.commands.score",
     "rerank": "t5rank.commands.rerank",
+    "teacher": "t5rank.commands.teacher",
     "topics": "t5rank.commands.topics",
     "xpr": "t5rank.commands.xpr",
     "embeddings": "t5rank.commands.embeddings",
@@ -34,7 +35,8 @@ COMMANDS = {
 
 
 # commands that compile JAX programs (t5rank.compilation caches them across runs)
-COMPILING_COMMANDS = ("score", "rerank", "train", "demo", "index", "retrieve", "explain")
+COMPILING_COMMANDS = ("score", "rerank", "train", "demo", "index", "retrieve", "explain",
+                      "teacher")
 # commands whose data pipeline imports TensorFlow (SeqIO)
 TENSORFLOW_COMMANDS = ("train", "demo", "inspect-task")
 

@@ -42,6 +42,7 @@ COMMANDS = {
     "demo": (["demo", "--workdir", "{out}", "--gin_file", "{gin}"], WORK, "gin", None),
     "rerank": (["rerank", "--queries", "{q}", "--corpus", "{c}", "--run", "{run}", "--stage",
                 "{ckpt}@10", "-o", "{out}"], WORK, "run", "ckpt"),
+    "teacher": (["teacher", "--checkpoint", "{ckpt}", "-o", "{out}"], WORK, None, "ckpt"),
 }
 
 # case -> (what the output is, the message it gets, by output kind)

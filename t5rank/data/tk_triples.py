@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -28,10 +30,26 @@ def _generic():
 
 
 # Triple sources by task name: InsuranceQA's training split (its pools' negatives) and the generic
-# queries/corpus/qrels/run form ($T5RANK_QUERIES, $T5RANK_CORPUS, $T5RANK_QRELS, $T5RANK_RUN).
+# queries/corpus/qrels/run form ($T5RANK_QUERIES, $T5RANK_CORPUS, $T5RANK_QRELS, $T5RANK_RUN); a
+# teacher's scores (`teacher_task`) add `teacher:DIR`.
 SOURCES: dict[str, Callable[[], Any]] = {
     "insuranceqa_en": _insuranceqa("en"), "insuranceqa_zh": _insuranceqa("zh"),
     "generic": _generic}
+TEACHER_PREFIX = "teacher:"
+
+
+def teacher_task(directory: str) -> str:
+  """The task name of the teacher scores in `directory` (`t5rank teacher`), registered as a
+  source whose triples carry the teacher's two scores (`t5rank.data.teacher.teacher_table`): a
+  gin recipe says `MIXTURE_OR_TASK_NAME = @tk_triples.teacher_task()` with
+  `tk_triples.teacher_task.directory = %TEACHER_SCORES`. The directory is checked now."""
+  from t5rank.data.teacher import read_teacher, teacher_table
+
+  directory = os.path.abspath(directory)
+  read_teacher(directory)
+  name = TEACHER_PREFIX + directory
+  SOURCES[name] = functools.partial(teacher_table, directory)
+  return name
 
 
 def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_length: int,
@@ -40,7 +58,8 @@ def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_leng
   """Endless batches of this host's `batch_size // num_shards` triples from global step
   `start_step` on (the same stream a run from step 0 reaches there): `query` (b, query_length),
   `positive` and `negative` (b, n) int32 word ids, n the batch's longest document rounded up to a
-  multiple of 32 (at most `document_length`)."""
+  multiple of 32 (at most `document_length`); from a scored table (a teacher's) also
+  `positive_score` and `negative_score` (b,) float32."""
   if batch_size <= 0 or batch_size % num_shards:
     raise ValueError(f"batch_size {batch_size} must be a positive multiple of the data shards "
                      f"({num_shards})")
@@ -74,4 +93,8 @@ def tk_batches(table, vocabulary: WordVocabulary, *, batch_size: int, query_leng
       print(f"TK training data: {100.0 * counts['oov'] / max(counts['words'], 1):.2f}% of the "
             "first batch's words are out of vocabulary (the unknown id, masked out)", flush=True)
       reported = True
-    yield {"query": query, "positive": positive, "negative": negative}
+    batch = {"query": query, "positive": positive, "negative": negative}
+    if table.scored:
+      batch["positive_score"] = np.asarray([t[3] for t in chunk], np.float32)
+      batch["negative_score"] = np.asarray([t[4] for t in chunk], np.float32)
+    yield batch

@@ -4,7 +4,9 @@
       -> word ids (`t5rank.models.words`; query <= 30, documents <= 200 words; OOV share printed)
       -> batches {query (B, m), positive (B, n), negative (B, n)}, n a multiple of 32
       -> s⁺, s⁻ by TK (the query contextualized once per triple)
-      -> loss = mean(max(0, 1 − s⁺ + s⁻)), accuracy = share of s⁺ > s⁻
+      -> loss = mean(max(0, 1 − s⁺ + s⁻)), accuracy = share of s⁺ > s⁻; on a teacher's triples
+         (t5rank.data.teacher: each carries the teacher's t⁺, t⁻) Margin-MSE instead,
+         mean(((s⁺ − s⁻) − (t⁺ − t⁻))²) (Hofstätter et al. 2020)
 
 The paper (section 3.1): pairwise hinge loss, Adam with a learning rate of 1e-4 for the word
 embeddings and the contextualization layers and 1e-3 for the rest (`tk_adam`), batches of 64,
@@ -50,6 +52,13 @@ def tk_adam(learning_rate, *, other_ratio: float = 10.0) -> optax.GradientTransf
 def hinge_loss(positive: jax.Array, negative: jax.Array, margin: float = 1.0) -> jax.Array:
   """mean(max(0, margin − s⁺ + s⁻)) over the batch: the pairwise hinge loss."""
   return jnp.mean(jax.nn.relu(margin - positive + negative))
+
+
+def margin_mse(positive: jax.Array, negative: jax.Array, teacher_positive: jax.Array,
+               teacher_negative: jax.Array) -> jax.Array:
+  """mean(((s⁺ − s⁻) − (t⁺ − t⁻))²) over the batch: Margin-MSE (Hofstätter et al. 2020), the
+  student's score margin fitted to the teacher's."""
+  return jnp.mean(jnp.square((positive - negative) - (teacher_positive - teacher_negative)))
 
 
 class PairwiseTK(Trainable):
@@ -112,12 +121,20 @@ class PairwiseTK(Trainable):
       return apply(query, query_mask, doc, doc_ids > UNK_ID, method=TKNetwork.score)[0]
 
     positive, negative = score(batch["positive"]), score(batch["negative"])  # (B,), (B,)
-    loss = hinge_loss(positive, negative)
+    hinge = hinge_loss(positive, negative)
     accuracy = jnp.mean((positive > negative).astype(jnp.float32))
-    return loss, {"loss": loss, "accuracy": accuracy, "alpha": params["alpha"]}
+    metrics = {"accuracy": accuracy, "alpha": params["alpha"]}
+    if "positive_score" in batch:  # a teacher's triples: Margin-MSE, the hinge only reported
+      loss = margin_mse(positive, negative, batch["positive_score"], batch["negative_score"])
+      metrics.update(hinge=hinge, teacher_accuracy=jnp.mean(
+          (batch["positive_score"] > batch["negative_score"]).astype(jnp.float32)))
+    else:
+      loss = hinge
+    return loss, {"loss": loss, **metrics}
 
   def batch_counts(self, batch) -> tuple[int, int]:
-    return len(batch["query"]), int(sum((batch[k] > 0).sum() for k in batch))
+    return len(batch["query"]), int(sum((batch[k] > 0).sum()
+                                        for k in ("query", "positive", "negative")))
 
   def dataset_fn(self) -> DatasetFn:
     def dataset(task_name: str, *, batch_size: int, feature_lengths: Mapping[str, int], seed: int,

@@ -1,0 +1,59 @@
+"""`t5rank teacher`: a teacher's scores of InsuranceQA's training questions, once, for distillation
+(`t5rank.pipelines.teacher`).
+
+    t5rank teacher --checkpoint shipped:monot5 -o runs/teacher_monot5
+    t5rank train --gin_file=gin/experiments/tk_distill_insuranceqa_cpu.gin \\
+        --gin.TEACHER_SCORES="'runs/teacher_monot5'" --gin.MODEL_DIR=runs/tk_distilled
+
+Each training question's relevant answers and --negatives non-relevant answers of its pool (drawn
+with --seed) are scored by the teacher (any reranker checkpoint; `shipped:NAME` for a shipped one),
+with their BM25 scores in the candidate run for a teacher that reads them. OUTPUT holds the data,
+candidates.run, scores.run and teacher.json (the teacher, its hashes, the sample, the scores'
+hash); an interrupted scoring resumes when the same command runs again. Students read OUTPUT as a
+triple source (`tk_triples.teacher_task`, docs/distillation.md). Only the train split is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from t5rank.commands import positive_int
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("teacher", help="a teacher's scores of the training questions, for "
+                                            "distillation", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--checkpoint", required=True,
+                 help="the teacher: a reranker checkpoint, or shipped:NAME (e.g. shipped:monot5)")
+  p.add_argument("--negatives", type=positive_int, default=20, metavar="N",
+                 help="non-relevant answers of each question's pool scored (default 20)")
+  p.add_argument("--seed", type=int, default=0, help="the draw of those answers (default 0)")
+  p.add_argument("--queries", type=positive_int, metavar="N",
+                 help="only the first N training questions (default: all 12,889)")
+  p.add_argument("-o", "--output", required=True, help="the directory of the teacher's scores")
+  p.set_defaults(func=run, files=files, overwrite=False)
+
+
+def files(args: argparse.Namespace):
+  """(outputs, inputs) of `t5rank.files.check_outputs`: the directory is the command's own (it
+  resumes there) or new."""
+  from t5rank.checkpoints import shipped
+  from t5rank.data.teacher import CANDIDATES_FILE
+  from t5rank.files import WORK, Output, holds
+
+  return ([Output("-o", args.output, WORK, holds(CANDIDATES_FILE, "data"))],
+          {"--checkpoint": shipped.resolve(args.checkpoint)})
+
+
+def run(args: argparse.Namespace) -> int:
+  import logging
+
+  from t5rank.pipelines.teacher import build_teacher_scores
+
+  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+  info = build_teacher_scores(args.output, args.checkpoint, negatives=args.negatives,
+                              seed=args.seed, num_queries=args.queries)
+  print(f"wrote {args.output}: {info['pairs']} pairs of {info['queries']} training questions "
+        f"scored by {args.checkpoint} in {info['seconds']:.0f} s")
+  return 0

@@ -1,0 +1,79 @@
+"""Teacher scores for distillation, computed once: a reranker (the teacher, e.g. `shipped:monot5`)
+scores each InsuranceQA training question's relevant answers and a fixed sample of its pool's
+non-relevant answers; students (TK, the dual encoder) then train on the teacher's score margins
+(Margin-MSE, Hofstätter et al. 2020) without ever running it.
+
+    InsuranceQA train split (never validation or test)
+    ─► each question: its relevant answers + NEGATIVES non-relevant answers of its pool, drawn
+       with SEED ─► candidates.run, BM25 (k1 0.9, b 0.4) scores (a teacher may read them)
+    ─► the teacher scores every pair (`t5rank score`'s scorer: resumable shards) ─► scores.run
+    ─► teacher.json: the teacher (checkpoint, its parameters' hash, its shipped recipe's hash),
+       the split, NEGATIVES, SEED, pairs, time; the hash of scores.run
+
+The directory (queries.tsv, corpus.jsonl, qrels.txt, candidates.run, scores.run, teacher.json) is
+read by `t5rank.data.teacher.teacher_table` as triples that carry both teacher scores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Optional
+
+from t5rank.data.teacher import CANDIDATES_FILE, SCORES_FILE, TEACHER_FILE
+from t5rank.files import atomic_write, sha256_file
+
+DEFAULT_NEGATIVES = 20
+
+
+def build_teacher_scores(directory: str, checkpoint: str, *, negatives: int = DEFAULT_NEGATIVES,
+                         seed: int = 0, num_queries: Optional[int] = None,
+                         progress: bool = True) -> dict:
+  """Writes the teacher scores of the module docstring to `directory` (resuming an interrupted
+  scoring there) and returns teacher.json's content."""
+  import numpy as np
+
+  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints.models import load_reranker
+  from t5rank.data.insuranceqa import load_split, write_ranking_job
+  from t5rank.data.readers import read_corpus
+  from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_candidates
+  from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
+  from t5rank.data.readers import write_run
+
+  if negatives < 1:
+    raise ValueError(f"the number of negatives per question must be positive, got {negatives}")
+  start = time.perf_counter()
+  data = load_split("train", "en", num_queries)
+  rng = np.random.default_rng(seed)
+  chosen = {}
+  for qid in data.queries:
+    pool = data.negatives[qid]
+    picks = sorted(rng.choice(len(pool), min(negatives, len(pool)), replace=False)) if pool else []
+    chosen[qid] = list(data.relevant[qid]) + [pool[i] for i in picks]
+  files = write_ranking_job(os.path.join(directory, "data"), data.queries, data.answers,
+                            data.relevant, chosen, "teacher_candidates")
+  corpus = read_corpus(files["corpus.jsonl"])
+  bm25 = BM25.open(corpus, os.path.join(directory, "index"), k1=DEFAULT_K1, b=DEFAULT_B)
+  candidates = bm25.retrieve(data.queries, k=1_000_000,
+                             candidates={q: [(d, 0.0) for d in docs] for q, docs in chosen.items()})
+  write_run(os.path.join(directory, CANDIDATES_FILE), candidates, tag="bm25")
+  resolved = shipped.resolve(checkpoint)
+  reranker, params = load_reranker(resolved)
+  scores_path = os.path.join(directory, SCORES_FILE)
+  score_candidates(reranker, params, queries=data.queries, corpus=corpus, candidates=candidates,
+                   output=scores_path, options=ScoringOptions(window=0, tag="teacher"),
+                   model_id=os.path.abspath(resolved), progress=progress)
+  recipe = None
+  if checkpoint.startswith(shipped.PREFIX):
+    recipe = shipped.read_recipe(checkpoint[len(shipped.PREFIX):])["sha256"]
+  info = {"teacher": {"checkpoint": checkpoint, "model": reranker.name,
+                      "params_sha256": params_fingerprint(params), "recipe_sha256": recipe},
+          "split": "train", "language": "en", "negatives": negatives, "seed": seed,
+          "queries": len(data.queries), "pairs": sum(map(len, candidates.values())),
+          "scores_sha256": sha256_file(scores_path),
+          "seconds": round(time.perf_counter() - start, 1)}
+  with atomic_write(os.path.join(directory, TEACHER_FILE)) as f:
+    json.dump(info, f, indent=1)
+  return info

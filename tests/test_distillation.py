@@ -1,0 +1,148 @@
+"""Distillation (Hofstätter et al. 2020): Margin-MSE on numbers worked by hand; a teacher's scores
+read back as triples carrying both scores; TK trained on them by Margin-MSE of its own scores;
+`t5rank teacher` scores exactly what `t5rank score` scores."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from t5rank import cli
+from t5rank.data import teacher as teacher_data
+from t5rank.data import tk_triples
+from t5rank.files import sha256_file
+from t5rank.models import tk
+from t5rank.models.words import WordVocabulary
+from t5rank.training import pairwise
+
+TEXTS = ["the car insurance covers the car", "life insurance pays a death benefit",
+         "an annuity pays income", "the deductible of car insurance", "what does life insurance pay",
+         "does car insurance cover rental cars"]
+
+
+def test_margin_mse_by_hand():
+  # student margins 2 - 0 = 2 and 0.5 - 1 = -0.5; teacher margins 1 - 0 = 1 and 0 - 2 = -2;
+  # squared differences 1 and 2.25, mean 1.625
+  loss = pairwise.margin_mse(jnp.array([2.0, 0.5]), jnp.array([0.0, 1.0]), jnp.array([1.0, 0.0]),
+                             jnp.array([0.0, 2.0]))
+  np.testing.assert_allclose(loss, 1.625)
+  # only the margins count: shifting either model's two scores together changes nothing
+  np.testing.assert_allclose(pairwise.margin_mse(jnp.array([12.0, 3.5]), jnp.array([10.0, 4.0]),
+                                                 jnp.array([-4.0, 7.0]), jnp.array([-5.0, 9.0])),
+                             1.625)
+
+
+def write_teacher(directory, scores: dict) -> None:
+  """A teacher directory by hand: q1 (relevant d0) and q2 (relevant d1), `scores` {(q, d): t}."""
+  data = directory / "data"
+  data.mkdir(parents=True)
+  (data / "queries.tsv").write_text(f"q1\t{TEXTS[4]}\nq2\t{TEXTS[5]}\n")
+  (data / "corpus.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
+                                             for i, t in enumerate(TEXTS[:4])))
+  (data / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d0 1\n")
+  (directory / "scores.run").write_text("".join(
+      f"{q} Q0 {d} {r} {s} teacher\n" for r, ((q, d), s) in enumerate(scores.items(), 1)))
+  (directory / "teacher.json").write_text(json.dumps(
+      {"scores_sha256": sha256_file(str(directory / "scores.run"))}))
+
+
+SCORES = {("q1", "d1"): -0.5, ("q1", "d2"): -3.0, ("q1", "d3"): -1.0,
+          ("q2", "d0"): -0.25, ("q2", "d2"): -4.0}
+
+
+def test_a_teachers_scores_are_triples_that_carry_both_scores(tmp_path):
+  write_teacher(tmp_path / "t", SCORES)
+  table = teacher_data.teacher_table(str(tmp_path / "t"))
+  assert table.scored and len(table) == 2
+  seen = set()
+  for query, positive, negative, t_pos, t_neg in table.triples(seed=3, num_epochs=20):
+    q = "q1" if query == TEXTS[4] else "q2"
+    d_pos, d_neg = (f"d{TEXTS.index(positive)}", f"d{TEXTS.index(negative)}")
+    assert (t_pos, t_neg) == (SCORES[(q, d_pos)], SCORES[(q, d_neg)])
+    seen.add((q, d_pos, d_neg))
+  assert seen == {("q1", "d1", "d2"), ("q1", "d1", "d3"), ("q2", "d0", "d2")}  # every pool pair
+  name = tk_triples.teacher_task(str(tmp_path / "t"))
+  assert name == "teacher:" + str(tmp_path / "t") and tk_triples.SOURCES[name]() is table
+  (tmp_path / "t" / "scores.run").write_text("q1 Q0 d1 1 9.0 teacher\n")
+  with pytest.raises(ValueError, match="scores.run is not the file"):
+    teacher_data.read_teacher(str(tmp_path / "t"))
+
+
+def test_tk_trains_by_margin_mse_of_its_scores_on_a_teachers_triples(tmp_path):
+  from t5rank.training import trainer
+
+  vocabulary = WordVocabulary.build(TEXTS, min_count=1)
+  (tmp_path / "words").mkdir()
+  vocabulary.save(str(tmp_path / "words" / "words.tsv"))
+  config = tk.TKConfig(vocab_size=vocabulary.size, vocabulary_sha256=vocabulary.sha256,
+                       embedding_dim=8, num_heads=2, head_dim=4, ff_dim=8, max_query_length=6,
+                       max_document_length=12, words=str(tmp_path / "words"))
+  write_teacher(tmp_path / "t", SCORES)
+  table = teacher_data.teacher_table(str(tmp_path / "t"))
+  batch = next(tk_triples.tk_batches(table, vocabulary, batch_size=4, query_length=6,
+                                     document_length=12, seed=0))
+  assert batch["positive_score"].dtype == np.float32 and batch["positive_score"].shape == (4,)
+  student = pairwise.PairwiseTK(config)
+  params = tk.init_tk_params(config, jax.random.PRNGKey(0))
+  loss, metrics = student.loss_and_metrics(params, batch, None)
+  network = tk.TKNetwork(config)
+
+  def score(query, doc):
+    apply = lambda *a, **k: network.apply({"params": params}, *a, **k)
+    q, d = apply(query, method=tk.TKNetwork.encode), apply(doc, method=tk.TKNetwork.encode)
+    return apply(q, query > 0, d, doc > 0, method=tk.TKNetwork.score)[0]
+
+  s_pos, s_neg = score(batch["query"], batch["positive"]), score(batch["query"], batch["negative"])
+  margins = (np.asarray(s_pos) - np.asarray(s_neg)
+             - (batch["positive_score"] - batch["negative_score"]))
+  np.testing.assert_allclose(loss, np.mean(margins ** 2), rtol=1e-5)
+  np.testing.assert_allclose(metrics["hinge"], pairwise.hinge_loss(s_pos, s_neg), rtol=1e-5)
+
+  def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
+              num_shards):
+    return tk_triples.tk_batches(table, vocabulary, batch_size=batch_size,
+                                 query_length=feature_lengths["query"],
+                                 document_length=feature_lengths["document"], seed=seed,
+                                 start_step=start_step)
+
+  final = trainer.train(
+      model_config=config, task_name="insuranceqa_en", feature_lengths={"query": 6, "document": 12},
+      train_steps=3, batch_size=4, model_dir=str(tmp_path / "run"), mesh_shape=(1, 1),
+      optimization=trainer.Optimization(learning_rate=1e-2, optimizer=pairwise.tk_adam,
+                                        dropout_rate=0.0),
+      loop=trainer.Loop(log_every=1, checkpoint_every=3), dataset_fn=dataset)
+  assert np.isfinite(final["loss"]) and "teacher_accuracy" in final
+
+
+def test_the_teacher_command_scores_what_t5rank_score_scores(tmp_path):
+  from t5rank.checkpoints import save_checkpoint
+  from t5rank.data.readers import read_qrels, read_run
+  from t5rank.testing import micro_config, random_params
+  from t5rank.data.insuranceqa import load_split
+
+  config = micro_config()
+  save_checkpoint(str(tmp_path / "mono"), random_params(config, std=0.5), config)
+  out = tmp_path / "teacher"
+  assert cli.main(["teacher", "--checkpoint", str(tmp_path / "mono"), "--queries", "4",
+                   "--negatives", "2", "-o", str(out)]) == 0
+  info = json.loads((out / "teacher.json").read_text())
+  assert info["split"] == "train" and info["queries"] == 4 and info["negatives"] == 2
+  candidates = read_run(str(out / "candidates.run"))
+  split = load_split("train", "en", 4)
+  qrels = read_qrels(str(out / "data" / "qrels.txt"))
+  for qid, docs in candidates.items():
+    relevant = [d for d, _ in docs if d in qrels[qid]]
+    assert sorted(relevant) == sorted(split.relevant[qid])  # every relevant answer
+    others = [d for d, _ in docs if d not in qrels[qid]]
+    assert len(others) == 2 and set(others) <= set(split.negatives[qid])  # two of its pool
+  assert cli.main(["score", "--checkpoint", str(tmp_path / "mono"), "--queries",
+                   str(out / "data" / "queries.tsv"), "--corpus", str(out / "data" / "corpus.jsonl"),
+                   "--run", str(out / "candidates.run"), "--window", "0", "-o",
+                   str(tmp_path / "check.run")]) == 0
+  assert read_run(str(out / "scores.run")) == read_run(str(tmp_path / "check.run"))
+  assert os.path.isdir(out / "index")
