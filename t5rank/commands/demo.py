@@ -4,13 +4,13 @@
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
     t5rank demo --retrain               # train TK, monoT5 and duoT5 anew first (about 40 minutes)
     t5rank demo --queries 200           # a quick try
-    t5rank demo --depths 1000,50,5      # TK over the pool, monoT5 over its top 50, duoT5 over 5
+    t5rank demo --depths 1000,100,5     # TK over the pool, monoT5 over its top 100, duoT5 over 5
     t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
     t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR)
 
 The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2 test split
 (English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
-it with TK, the fused top 100 with monoT5 and the fused top 10 with duoT5; after each reranker its
+it with TK, then with monoT5, and the fused top 10 with duoT5 (--depths); after each reranker its
 scores are fused with every stage before it (z-scores, `t5rank fuse`), the weights tuned on the
 first --tune-queries validation queries (the same cascade run there first) and applied unchanged
 to the test queries. It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired
