@@ -94,8 +94,11 @@ def test_a_fused_stage_is_fuse_of_every_run_over_the_candidates_it_reranked(tmp_
   results = json.loads((out / "results.json").read_text())
   entry = results["fusion"]["duo+fusion"]
   assert entry["runs"] == ["bm25", "monot5", "duo"]
-  assert [s["name"] for s in results["evaluation"]["stages"]] == ["bm25", "monot5", "duo",
-                                                                   "duo+fusion"]
+  rows = results["evaluation"]["stages"]
+  assert [s["name"] for s in rows] == ["bm25", "monot5", "duo", "duo+fusion"]
+  # each row against BM25 and against the ranking its stage reranked: duo's input is monot5
+  assert [r.get("previous") for r in rows] == [None, None, "monot5", "monot5"]
+  assert results["evaluation"]["comparisons"] == 5
   runs = [read_run(str(out / f)) for f in ("00_bm25.run", "01_monot5.run", "02_duo.run")]
   monot5 = runs[1]
   top = {q: [d for d, _ in sorted(docs, key=lambda x: -x[1])[:3]] for q, docs in monot5.items()}

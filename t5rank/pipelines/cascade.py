@@ -9,9 +9,10 @@ reranked, the rest kept below in that run's order), written to WORKDIR/NN_NAME.r
 (NN_NAME.run.json: checkpoint, its parameters' hash, depth, input run's hash); a stage whose run and
 stamp are there is reused, an interrupted one resumes from its shards (NN_NAME.run.shards), so the
 same command run again continues where it stopped. A model that reads each candidate's BM25
-score in its input gets the first stage's score, not the stage before's. With qrels, every stage's run (each prefix of
-the cascade) is evaluated: the metrics, a paired t-test against the first stage and against the
-stage before (Bonferroni over all those comparisons), and each stage's time and pairs/s.
+score in its input gets the first stage's score, not the stage before's. With qrels, every stage's
+run (each prefix of the cascade) is evaluated: the metrics, a paired t-test against the first stage
+and against the ranking the stage reranked (Bonferroni over all those comparisons), and each
+stage's time and pairs/s.
 
 A stage may be fused with the stages before it (`fuse`): over the candidates it reranked (its top
 DEPTH), Σ_j w_j · zscore(run_j) of the first stage's run and every reranker's own run up to it
@@ -136,6 +137,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
       info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))
     record["stage_info"].append(info)
+    record["inputs"].append(len(record["runs"]) - 1)  # the ranking this stage reranked
     record["names"].append(name)
     record["runs"].append(ranked)
     record["paths"].append(path)
@@ -204,6 +206,7 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   record["fusion"][row] = entry
   seconds = time.perf_counter() - start
   record["stage_info"].append({"name": row, "seconds": round(seconds, 1), "pairs": 0})
+  record["inputs"].append(record["inputs"][-1])  # its stage's input
   record["names"].append(row)
   record["runs"].append(fused)
   record["paths"].append(path)
@@ -217,19 +220,25 @@ def relevant(qrels: Mapping[str, Mapping[str, int]], run: Run) -> set:
 
 
 def evaluate_stages(qrels: Mapping[str, Mapping[str, int]], names: Sequence[str],
-                    runs: Sequence[Run], metrics: Sequence[str] = METRICS) -> dict:
-  """Each stage's mean metrics, and two-sided paired t-tests against the first stage and against
-  the stage before, Bonferroni-corrected over all those comparisons (every metric counts once per
-  compared pair of runs)."""
+                    runs: Sequence[Run], metrics: Sequence[str] = METRICS,
+                    inputs: Optional[Sequence[Optional[int]]] = None) -> dict:
+  """Each row's mean metrics, and two-sided paired t-tests against the first stage and against
+  the ranking the row's stage reranked (`inputs[i]`, a row index; default the row before; a
+  stage's fusion row has its stage's input), Bonferroni-corrected over all those comparisons
+  (every metric counts once per compared pair of runs)."""
   values = [per_query(qrels, run, list(metrics)) for run in runs]
-  comparisons = [(i, 0) for i in range(1, len(runs))] + [(i, i - 1) for i in range(2, len(runs))]
+  inputs = list(inputs) if inputs is not None else [None, *range(len(runs) - 1)]
+  comparisons = [(i, 0) for i in range(1, len(runs))] + [
+      (i, j) for i, j in enumerate(inputs) if j is not None and j > 0]
   m = max(1, len(comparisons))
   rows = []
   for i, name in enumerate(names):
     row = {"name": name, "mean": {k: float(values[i][k].mean()) for k in metrics}}
-    for label, j in (("vs_first", 0), ("vs_previous", i - 1)):
+    for label, j in (("vs_first", 0), ("vs_previous", inputs[i])):
       if (i, j) in comparisons and (label == "vs_first" or j > 0):
         row[label] = {}
+        if label == "vs_previous":
+          row["previous"] = names[j]
         for k in metrics:
           t, p = paired_t_test(values[i][k], values[j][k])
           row[label][k] = {"t": t, "p": p, "p_bonferroni": min(1.0, p * m)}
@@ -240,7 +249,7 @@ def evaluate_stages(qrels: Mapping[str, Mapping[str, int]], names: Sequence[str]
 
 def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
   """The cascade's table: each stage's metrics (* p < .01 against the first stage, † against the
-  stage before, Bonferroni) and its time and pairs/s."""
+  ranking the stage reranked, Bonferroni) and its time and pairs/s."""
   metrics = report["metrics"]
   lines = [f"| stage | {' | '.join(metrics)} | time | pairs/s |",
            "| --- |" + " --- |" * (len(metrics) + 2)]
@@ -257,8 +266,8 @@ def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
     lines.append(f"| {row['name']} | {' | '.join(cells)} | {info.get('seconds', 0.0):.1f} s | "
                  f"{f'{speed:.0f}' if speed else ('reused' if info.get('reused') else '')} |")
   lines.append(f"\n{report['queries']} queries; * p < 0.01 against the first stage, † against the "
-               f"stage before (paired t-tests, Bonferroni over {report['comparisons']} "
-               "comparisons).")
+               f"ranking the stage reranked (paired t-tests, Bonferroni over "
+               f"{report['comparisons']} comparisons).")
   return "\n".join(lines)
 
 
@@ -288,7 +297,7 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   record = Record(workdir)
   record["runs"], record["paths"], record["names"] = [first], [first_path], [first_name]
   record["models"] = [{"name": first_name}]
-  record["own"], record["fusion"] = [0], {}
+  record["own"], record["fusion"], record["inputs"] = [0], {}, [None]
   pairs = sum(map(len, first.values()))
   record["stage_info"] = [{"name": first_name, "seconds": round(first_seconds, 1),
                            "pairs": pairs}]
@@ -298,7 +307,7 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   results = {"stages": record["models"], "timings": record["stage_info"],
              "runs": dict(zip(record["names"], record["paths"])), "fusion": record["fusion"]}
   if qrels is not None:
-    report = evaluate_stages(qrels, record["names"], record["runs"])
+    report = evaluate_stages(qrels, record["names"], record["runs"], inputs=record["inputs"])
     if print_table:
       print(format_report(report, record["stage_info"]), flush=True)
     results["evaluation"] = report
@@ -310,8 +319,8 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
 
 def plot_cascade(report: dict, path: str, title: str, metric: str = "MRR") -> None:
   """A PNG of `evaluate_stages`' report (atomically, Agg): each row's mean `metric` as a bar, and
-  beside it the difference against the first stage and against the row before, each with its
-  Bonferroni-corrected p-value (the sign says the direction)."""
+  beside it the difference against the first stage and against the ranking the row's stage
+  reranked, each with its Bonferroni-corrected p-value (the sign says the direction)."""
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
 
@@ -322,14 +331,13 @@ def plot_cascade(report: dict, path: str, title: str, metric: str = "MRR") -> No
   names = [r["name"] for r in rows][::-1]
   values = [r["mean"][metric] for r in rows][::-1]
   ax.barh(names, values, color=["#4c72b0" if "+fusion" not in n else "#dd8452" for n in names])
-  first = rows[0]["mean"][metric]
+  means = {r["name"]: r["mean"][metric] for r in rows}
   for y, row in enumerate(rows[::-1]):
-    index = len(rows) - 1 - y
     text = f"{row['mean'][metric]:.4f}"
-    for label, key, base in (("vs " + rows[0]["name"], "vs_first", first),
-                             ("vs the row before", "vs_previous",
-                              rows[index - 1]["mean"][metric] if index else None)):
+    for label, key, base in (("vs " + rows[0]["name"], "vs_first", rows[0]["name"]),
+                             (f"vs {row.get('previous')}", "vs_previous", row.get("previous"))):
       if key in row:
+        base = means[base]
         delta = row["mean"][metric] - base
         text += f"   {label}: {delta:+.4f} (p {row[key][metric]['p_bonferroni']:.2g})"
     ax.text(row["mean"][metric] + 0.005, y, text, va="center", fontsize=8)
