@@ -146,3 +146,22 @@ def test_the_teacher_command_scores_what_t5rank_score_scores(tmp_path):
                    str(tmp_path / "check.run")]) == 0
   assert read_run(str(out / "scores.run")) == read_run(str(tmp_path / "check.run"))
   assert os.path.isdir(out / "index")
+
+  # a fused teacher: BM25 and the model, z-scores per question weighted .3 / .7
+  from t5rank.ranking.fusion import interpolate_runs
+  fused = tmp_path / "fused"
+  assert cli.main(["teacher", "--checkpoint", "bm25", "--checkpoint", str(tmp_path / "mono"),
+                   "--weights", "0.3,0.7", "--queries", "4", "--negatives", "2", "-o",
+                   str(fused)]) == 0
+  expected = interpolate_runs([candidates, read_run(str(fused / "members" / "01.run"))],
+                              [0.3, 0.7])
+  assert read_run(str(fused / "members" / "01.run")) == read_run(str(out / "scores.run"))
+  got = read_run(str(fused / "scores.run"))
+  assert {q: [d for d, _ in docs] for q, docs in got.items()} == {
+      q: [d for d, _ in docs] for q, docs in expected.items()}
+  for q in got:
+    np.testing.assert_allclose([s for _, s in got[q]], [s for _, s in expected[q]], rtol=1e-12)
+  assert json.loads((fused / "teacher.json").read_text())["teacher"]["weights"] == [0.3, 0.7]
+  with pytest.raises(SystemExit, match="one weight each"):
+    cli.main(["teacher", "--checkpoint", "bm25", "--checkpoint", str(tmp_path / "mono"), "-o",
+              str(tmp_path / "bad")])

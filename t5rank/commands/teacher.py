@@ -2,6 +2,8 @@
 (`t5rank.pipelines.teacher`).
 
     t5rank teacher --checkpoint shipped:monot5 -o runs/teacher_monot5
+    t5rank teacher --checkpoint bm25 --checkpoint shipped:tk --checkpoint shipped:monot5 \
+        --weights 0.05,0.55,0.4 -o runs/teacher_fused          # the cascade's fusion as teacher
     t5rank train --gin_file=gin/experiments/tk_distill_insuranceqa_cpu.gin \\
         --gin.TEACHER_SCORES="'runs/teacher_monot5'" --gin.MODEL_DIR=runs/tk_distilled
 
@@ -24,8 +26,13 @@ def add_parser(subparsers) -> None:
   p = subparsers.add_parser("teacher", help="a teacher's scores of the training questions, for "
                                             "distillation", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--checkpoint", required=True,
-                 help="the teacher: a reranker checkpoint, or shipped:NAME (e.g. shipped:monot5)")
+  p.add_argument("--checkpoint", required=True, action="append",
+                 help="the teacher: a reranker checkpoint, or shipped:NAME (e.g. shipped:monot5); "
+                      "repeated, with --weights, a fused teacher (`bm25` names the candidates' "
+                      "BM25 scores)")
+  p.add_argument("--weights", metavar="W,W,...",
+                 help="with several --checkpoint: their fusion weights (z-scores per question, "
+                      "as `t5rank fuse`), e.g. the cascade's tuned ones")
   p.add_argument("--negatives", type=positive_int, default=20, metavar="N",
                  help="non-relevant answers of each question's pool scored (default 20)")
   p.add_argument("--seed", type=int, default=0, help="the draw of those answers (default 0)")
@@ -43,7 +50,7 @@ def files(args: argparse.Namespace):
   from t5rank.files import WORK, Output, holds
 
   return ([Output("-o", args.output, WORK, holds(CANDIDATES_FILE, "data"))],
-          {"--checkpoint": shipped.resolve(args.checkpoint)})
+          {f"--checkpoint {c}": shipped.resolve(c) for c in args.checkpoint if c != "bm25"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,8 +59,14 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.pipelines.teacher import build_teacher_scores
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-  info = build_teacher_scores(args.output, args.checkpoint, negatives=args.negatives,
-                              seed=args.seed, num_queries=args.queries)
+  weights = None
+  if args.weights:
+    try:
+      weights = [float(w) for w in args.weights.split(",")]
+    except ValueError:
+      raise SystemExit(f"t5rank teacher: --weights takes numbers W,W,..., got {args.weights!r}")
+  info = build_teacher_scores(args.output, args.checkpoint, weights=weights,
+                              negatives=args.negatives, seed=args.seed, num_queries=args.queries)
   print(f"wrote {args.output}: {info['pairs']} pairs of {info['queries']} training questions "
-        f"scored by {args.checkpoint} in {info['seconds']:.0f} s")
+        f"scored by {' + '.join(args.checkpoint)} in {info['seconds']:.0f} s")
   return 0

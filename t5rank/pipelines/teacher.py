@@ -6,7 +6,9 @@ non-relevant answers; students (TK, the dual encoder) then train on the teacher'
     InsuranceQA train split (never validation or test)
     ─► each question: its relevant answers + NEGATIVES non-relevant answers of its pool, drawn
        with SEED ─► candidates.run, BM25 (k1 0.9, b 0.4) scores (a teacher may read them)
-    ─► the teacher scores every pair (`t5rank score`'s scorer: resumable shards) ─► scores.run
+    ─► the teacher scores every pair (`t5rank score`'s scorer: resumable shards) ─► scores.run;
+       a fused teacher: each member scores them (members/NN.run; `bm25`: the BM25 scores) and
+       scores.run is Σ wᵢ · zscore(memberᵢ) per question, as the cascade fuses
     ─► teacher.json: the teacher (checkpoint, its parameters' hash, its shipped recipe's hash),
        the split, NEGATIVES, SEED, pairs, time; the hash of scores.run
 
@@ -19,31 +21,43 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 from t5rank.data.teacher import CANDIDATES_FILE, SCORES_FILE, TEACHER_FILE
 from t5rank.files import atomic_write, sha256_file
 
 DEFAULT_NEGATIVES = 20
+BM25_MEMBER = "bm25"  # a fused teacher's member that is the candidates' BM25 score
 
 
-def build_teacher_scores(directory: str, checkpoint: str, *, negatives: int = DEFAULT_NEGATIVES,
-                         seed: int = 0, num_queries: Optional[int] = None,
-                         progress: bool = True) -> dict:
+def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
+                         weights: Optional[Sequence[float]] = None,
+                         negatives: int = DEFAULT_NEGATIVES, seed: int = 0,
+                         num_queries: Optional[int] = None, progress: bool = True) -> dict:
   """Writes the teacher scores of the module docstring to `directory` (resuming an interrupted
-  scoring there) and returns teacher.json's content."""
+  scoring there) and returns teacher.json's content. With several `checkpoints` (`bm25` names the
+  candidates' BM25 scores) the teacher is their fusion, Σ wᵢ · zscore(runᵢ) per question
+  (`t5rank fuse`'s code), each member's run kept as members/NN.run."""
   import numpy as np
 
   from t5rank.checkpoints import shipped
   from t5rank.checkpoints.models import load_reranker
   from t5rank.data.insuranceqa import load_split, write_ranking_job
-  from t5rank.data.readers import read_corpus
+  from t5rank.data.readers import read_corpus, write_run
+  from t5rank.ranking import fusion
   from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_candidates
   from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
-  from t5rank.data.readers import write_run
 
+  checkpoints = list(checkpoints)
   if negatives < 1:
     raise ValueError(f"the number of negatives per question must be positive, got {negatives}")
+  if not checkpoints or (len(checkpoints) > 1) != (weights is not None) or (
+      weights is not None and len(weights) != len(checkpoints)):
+    raise ValueError("one teacher checkpoint, or several with one weight each (a fused teacher), "
+                     f"got {len(checkpoints)} checkpoint(s) and weights {weights}")
+  for checkpoint in checkpoints:
+    if checkpoint != BM25_MEMBER:
+      shipped.resolve(checkpoint)  # an unknown shipped name fails before any work
   start = time.perf_counter()
   data = load_split("train", "en", num_queries)
   rng = np.random.default_rng(seed)
@@ -59,17 +73,31 @@ def build_teacher_scores(directory: str, checkpoint: str, *, negatives: int = DE
   candidates = bm25.retrieve(data.queries, k=1_000_000,
                              candidates={q: [(d, 0.0) for d in docs] for q, docs in chosen.items()})
   write_run(os.path.join(directory, CANDIDATES_FILE), candidates, tag="bm25")
-  resolved = shipped.resolve(checkpoint)
-  reranker, params = load_reranker(resolved)
   scores_path = os.path.join(directory, SCORES_FILE)
-  score_candidates(reranker, params, queries=data.queries, corpus=corpus, candidates=candidates,
-                   output=scores_path, options=ScoringOptions(window=0, tag="teacher"),
-                   model_id=os.path.abspath(resolved), progress=progress)
-  recipe = None
-  if checkpoint.startswith(shipped.PREFIX):
-    recipe = shipped.read_recipe(checkpoint[len(shipped.PREFIX):])["sha256"]
-  info = {"teacher": {"checkpoint": checkpoint, "model": reranker.name,
-                      "params_sha256": params_fingerprint(params), "recipe_sha256": recipe},
+  runs, members = [], []
+  for i, checkpoint in enumerate(checkpoints):
+    if checkpoint == BM25_MEMBER:
+      runs.append(candidates)
+      members.append({"checkpoint": BM25_MEMBER, "k1": DEFAULT_K1, "b": DEFAULT_B})
+      continue
+    resolved = shipped.resolve(checkpoint)
+    reranker, params = load_reranker(resolved)
+    path = scores_path if len(checkpoints) == 1 else os.path.join(directory, "members",
+                                                                   f"{i:02d}.run")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    runs.append(score_candidates(
+        reranker, params, queries=data.queries, corpus=corpus, candidates=candidates, output=path,
+        options=ScoringOptions(window=0, tag="teacher"), model_id=os.path.abspath(resolved),
+        progress=progress))
+    recipe = None
+    if checkpoint.startswith(shipped.PREFIX):
+      recipe = shipped.read_recipe(checkpoint[len(shipped.PREFIX):])["sha256"]
+    members.append({"checkpoint": checkpoint, "model": reranker.name,
+                    "params_sha256": params_fingerprint(params), "recipe_sha256": recipe})
+  if len(checkpoints) > 1:
+    write_run(scores_path, fusion.interpolate_runs(runs, list(weights)), tag="teacher")
+  info = {"teacher": members[0] if len(members) == 1 else {
+              "fusion": members, "weights": list(weights), "normalization": "zscore"},
           "split": "train", "language": "en", "negatives": negatives, "seed": seed,
           "queries": len(data.queries), "pairs": sum(map(len, candidates.values())),
           "scores_sha256": sha256_file(scores_path),
