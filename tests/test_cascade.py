@@ -168,3 +168,36 @@ def test_a_stage_that_reads_bm25_scores_gets_the_first_stages_not_the_stage_befo
     assert reads[q][:3] == check[q]  # BM25's scores in its input, monoT5's order above
     below = [d for d, _ in sorted(monot5[q], key=lambda x: -x[1])[3:]]
     assert [d for d, _ in reads[q][3:]] == below
+
+
+def test_a_bm25_reading_stage_is_redone_when_the_first_stages_scores_change(tmp_path):
+  argv = inputs(tmp_path)
+  config = micro_config()
+  save_checkpoint(str(tmp_path / "bm25mono"), random_params(config, seed=2, std=0.5), config,
+                  {"bm25_in_input": True})
+  docs = sorted(TEXTS)
+  out = tmp_path / "c"
+  monot5 = []
+  for scale in (1.0, 2.0):  # the same order, other BM25 scores
+    (tmp_path / "first.run").write_text("".join(
+        f"{q} Q0 {d} {r} {scale * (10 - r)} bm25\n" for q in ("q1", "q2")
+        for r, d in enumerate(docs, 1)))
+    assert cli.main([*argv[:5], "--run", str(tmp_path / "first.run"), "--stage",
+                     f"monot5={tmp_path / 'mono'}", "--stage", f"reads={tmp_path / 'bm25mono'}@3",
+                     "-o", str(out)]) == 0
+    monot5.append((out / "01_monot5.run").read_bytes())
+  assert monot5[0] == monot5[1]  # monoT5 reads no BM25 score: its run is the same bytes
+  timings = json.loads((out / "results.json").read_text())["timings"]
+  assert not timings[2].get("reused")  # the stage that reads them is scored again
+
+
+def test_fusion_weights_are_refused_for_other_models_or_depths(tmp_path):
+  argv = inputs(tmp_path)
+  assert cli.main([*argv[:-2], "--fuse", "--tune-fusion", "-o", str(tmp_path / "valid")]) == 0
+  other = [a.replace("@3", "@2") for a in argv[:-2]]
+  with pytest.raises(SystemExit, match="tuned for other models or depths"):
+    cli.main([*other, "--fuse", "--fusion-weights", str(tmp_path / "valid" / "results.json"),
+              "-o", str(tmp_path / "test")])
+  deeper = [a.replace("@3", "@7") for a in argv[:-2]]  # duo fuses 7, monoT5 scored only 6
+  with pytest.raises(SystemExit, match="scored only its top 6"):
+    cli.main([*deeper, "--fuse", "--tune-fusion", "-o", str(tmp_path / "deeper")])

@@ -165,3 +165,8 @@ def test_the_teacher_command_scores_what_t5rank_score_scores(tmp_path):
   with pytest.raises(SystemExit, match="one weight each"):
     cli.main(["teacher", "--checkpoint", "bm25", "--checkpoint", str(tmp_path / "mono"), "-o",
               str(tmp_path / "bad")])
+
+
+def test_bm25_alone_is_no_teacher(tmp_path):
+  with pytest.raises(SystemExit, match="BM25 alone is no teacher"):
+    cli.main(["teacher", "--checkpoint", "bm25", "-o", str(tmp_path / "t")])

@@ -101,3 +101,32 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
     checkpoint, info = job.prepare(model, str(tmp_path / "fresh"), trained=trained)
     assert info["source"] == "shipped" and checkpoint == shipped.path(model.name)
     assert info["recipe_sha256"] == shipped.read_recipe(model.name)["sha256"]
+
+
+def test_each_demo_job_refuses_the_others_work_directory(demo, tmp_path):
+  workdir, _ = demo
+  with pytest.raises(SystemExit, match="holds files this command did not write"):
+    cli.main(["demo", "--monot5-only", "--workdir", workdir])
+  single = tmp_path / "single"
+  (single / "model").mkdir(parents=True)
+  (single / "model" / "recipe.json").write_text("{}")
+  (single / "results.json").write_text("{}")
+  with pytest.raises(SystemExit, match="holds files this command did not write"):
+    cli.main(["demo", "--workdir", str(single)])
+
+
+def test_a_model_trained_from_another_init_is_not_reused(tmp_path, monkeypatch):
+  from t5rank.pipelines import insuranceqa
+  from t5rank.training import gin_config
+
+  model = job.MODELS[2]  # duoT5, from monoT5
+  wanted = gin_config.recipe([model.gin_file], ["INIT_CHECKPOINT = '/m/final'"])
+  model_dir = tmp_path / "duot5"
+  model_dir.mkdir()
+  (model_dir / "recipe.json").write_text(json.dumps({**wanted, "model_sha256": "old"}))
+  trained = []
+  monkeypatch.setattr(gin_config, "train_configured", lambda record: trained.append(record))
+  insuranceqa.prepare_model(str(model_dir), [model.gin_file], ["INIT_CHECKPOINT = '/m/final'"],
+                            extra={"model_sha256": "new"})
+  assert trained and json.loads(trained[0]["recipe.json"])["model_sha256"] == "new"
+  assert os.path.isdir(str(model_dir) + ".previous")  # the old run moved aside, not reused

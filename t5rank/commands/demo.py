@@ -105,12 +105,16 @@ def files(args: argparse.Namespace):
 
   from t5rank.files import WORK, Output, holds
   from t5rank.pipelines.insuranceqa import RECIPE_FILE
+  from t5rank.pipelines.insuranceqa_cascade import JOB_FILE
 
+  cascade = not (args.monot5_only or args.cross_lingual)
   workdir = args.workdir or (CROSS_LINGUAL.workdir if args.cross_lingual else ENGLISH.workdir
                              if args.monot5_only else DEFAULT_WORKDIR)
-  return ([Output("--workdir", workdir, WORK,
-                  holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE),
-                        os.path.join("cascade", "cascade.json")))],
+  # each job's directory is its own: the cascade's has its JOB_FILE, the single-model job's not
+  cascades = holds(JOB_FILE)
+  single = holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE))
+  owned = cascades if cascade else (lambda path: single(path) and not cascades(path))
+  return ([Output("--workdir", workdir, WORK, owned)],
           {f"--gin_file {path}": path for path in args.gin_file or ()})
 
 

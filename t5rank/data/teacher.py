@@ -34,10 +34,13 @@ def read_teacher(directory: str) -> dict:
     raise ValueError(f"{directory}: no {TEACHER_FILE}; make teacher scores with `t5rank teacher`")
   with open(path, encoding="utf-8") as f:
     info = json.load(f)
-  scores = os.path.join(directory, SCORES_FILE)
-  if sha256_file(scores) != info.get("scores_sha256"):
-    raise ValueError(f"{scores} is not the file {path} describes (its hash differs): it was "
-                     "replaced or damaged; make the teacher scores again")
+  for name, key in ((SCORES_FILE, "scores_sha256"), (os.path.join("data", "qrels.txt"),
+                                                     "qrels_sha256")):
+    file = os.path.join(directory, name)
+    if key in info or key == "scores_sha256":
+      if not os.path.isfile(file) or sha256_file(file) != info.get(key):
+        raise ValueError(f"{file} is not the file {path} describes (its hash differs): it was "
+                         "replaced or damaged; make the teacher scores again")
   return info
 
 

@@ -100,6 +100,8 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
              "input_sha256": sha256_file(before_path),
              "options": {k: v for k, v in dataclasses.asdict(options).items()
                          if k not in ("depth", "tag")}}
+    if reranker.reads_first_stage:  # its input holds the first stage's scores too
+      stamp["first_stage_sha256"] = sha256_file(record["paths"][0])
     stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
     top, _ = split_at_depth(record["runs"][-1], spec.depth)
     k = [len(docs) for docs in top.values()]
@@ -142,7 +144,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     record["runs"].append(ranked)
     record["paths"].append(path)
     record["models"].append({"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
-                             "depth": spec.depth})
+                             "depth": spec.depth, "params_sha256": stamp["params_sha256"]})
     record["own"].append(len(record["runs"]) - 1)
     if spec.fuse:
       detail += "; " + fuse_stage(record, index, name, spec.depth, fusion_source)
@@ -169,6 +171,8 @@ def read_fusion_weights(path: str) -> FusionSource:
   if results is None:
     raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
   weights = results.get("fusion")
+  if isinstance(weights, dict) and isinstance(weights.get("weights"), dict):
+    weights = weights["weights"]  # a `t5rank demo` results.json: its test cascade's weights
   if not isinstance(weights, dict) or not weights:
     raise ValueError(f"{path}: holds no tuned fusion weights (\"fusion\"); it must be the "
                      "results.json of `t5rank rerank --tune-fusion` with the same stages")
@@ -184,6 +188,13 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   start = time.perf_counter()
   row = f"{name}+fusion"
   own = [record["names"][i] for i in record["own"]]
+  members = [{k: record["models"][i].get(k) for k in ("name", "params_sha256", "depth")}
+             for i in record["own"]]
+  for member in members[1:-1]:
+    if member["depth"] is not None and (depth is None or member["depth"] < depth):
+      raise ValueError(f"stage {name!r} fuses its top {depth or 'all'} with {member['name']!r}, "
+                       f"which scored only its top {member['depth']}: the rest have no score of "
+                       "it to fuse; give the fusing stage a depth within every earlier one's")
   top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
   kept = {q: {d for d, _ in docs} for q, docs in top.items()}
   runs = [{q: [(d, s) for d, s in record["runs"][i][q] if d in kept[q]] for q in top}
@@ -193,6 +204,10 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
     if not given or list(given.get("runs", ())) != own:
       raise ValueError(f"{source.described}: no weights for {row!r} over the runs {own} (it has "
                        f"{sorted(source.weights)}); tune them with the same stages")
+    if "members" in given and given["members"] != members:
+      raise ValueError(f"{source.described}: the weights of {row!r} were tuned for other models "
+                       f"or depths ({given['members']}) than these ({members}); tune them with "
+                       "the same stages")
     weights, values, how = list(given["weights"]), None, source.described
   else:
     weights, values = fusion.tune_weights(source.qrels, runs, metric="MRR")
@@ -200,7 +215,7 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   fused = append_below(fusion.interpolate_runs(runs, weights), rest)
   path = os.path.join(record.workdir, f"{index:02d}_{row}.run")
   write_run(path, fused, tag=row)
-  entry = {"runs": own, "weights": [float(w) for w in weights], "how": how}
+  entry = {"runs": own, "members": members, "weights": [float(w) for w in weights], "how": how}
   if values is not None:
     entry["tuning_MRR"] = values[tuple(weights)]
   record["fusion"][row] = entry

@@ -148,7 +148,8 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
   final = os.path.join(model_dir, "final")
   recipe_path = os.path.join(model_dir, RECIPE_FILE)
   saved = _read_json(recipe_path)
-  same = saved is not None and saved.get("sha256") == wanted["sha256"]
+  same = saved is not None and saved.get("sha256") == wanted["sha256"] and all(
+      saved.get(k) == v for k, v in (extra or {}).items())  # e.g. the init model's recipe too
   if same and not retrain and native.is_native_checkpoint(final):
     print(f"using the model in {final} (trained by the same recipe, {wanted['sha256'][:12]})",
           flush=True)

@@ -33,6 +33,7 @@ from t5rank.pipelines.insuranceqa import (BM25_B, BM25_K1, DEFAULT_GIN_FILE, ENG
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 
 DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
+JOB_FILE = "cascade_job.json"  # marks a work directory as this job's (written before any work)
 TUNE_QUERIES = 200
 # TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses a sixth of the
 # relevant answers it would rank high: validation MRR .3913 against .4079); duoT5: the top 10
@@ -107,6 +108,8 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                      f"{list(depths)}, {num_queries}, {tune_queries}")
   workdir = workdir or DEFAULT_WORKDIR
   os.makedirs(workdir, exist_ok=True)
+  with atomic_write(os.path.join(workdir, JOB_FILE)) as f:
+    json.dump({"job": "t5rank demo: the InsuranceQA cascade"}, f)
   record = Record(workdir)
   record["paths"] = {"bm25.run": os.path.join(workdir, "bm25.run"),
                      "qrels.txt": os.path.join(workdir, "qrels.txt")}

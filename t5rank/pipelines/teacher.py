@@ -55,10 +55,15 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
       weights is not None and len(weights) != len(checkpoints)):
     raise ValueError("one teacher checkpoint, or several with one weight each (a fused teacher), "
                      f"got {len(checkpoints)} checkpoint(s) and weights {weights}")
+  if checkpoints == [BM25_MEMBER]:
+    raise ValueError("BM25 alone is no teacher: give a reranker checkpoint (or several with "
+                     "--weights, bm25 among them)")
   for checkpoint in checkpoints:
     if checkpoint != BM25_MEMBER:
       shipped.resolve(checkpoint)  # an unknown shipped name fails before any work
   start = time.perf_counter()
+  if os.path.exists(os.path.join(directory, TEACHER_FILE)):  # stale until the new one is written
+    os.remove(os.path.join(directory, TEACHER_FILE))
   data = load_split("train", "en", num_queries)
   rng = np.random.default_rng(seed)
   chosen = {}
@@ -101,6 +106,7 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
           "split": "train", "language": "en", "negatives": negatives, "seed": seed,
           "queries": len(data.queries), "pairs": sum(map(len, candidates.values())),
           "scores_sha256": sha256_file(scores_path),
+          "qrels_sha256": sha256_file(files["qrels.txt"]),
           "seconds": round(time.perf_counter() - start, 1)}
   with atomic_write(os.path.join(directory, TEACHER_FILE)) as f:
     json.dump(info, f, indent=1)
