@@ -23,7 +23,7 @@ monoT5; interrupted training resumes, a model of the same recipe is reused). The
 again reuses every stage that is done.
 
 --monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR
-runs/insuranceqa_monot5): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin
+runs/insuranceqa): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin
 (its input holds each pair's BM25 score, Askari et al. 2023; `--gin_file` changes the recipe),
 reranks BM25's top --depth, interpolates BM25 and monoT5 with a weight tuned on validation queries.
 

@@ -57,7 +57,7 @@ from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
 from t5rank.files import atomic_write
 
-DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa_monot5")
+DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
 DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
 XPR_SEED = 0
 # BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the

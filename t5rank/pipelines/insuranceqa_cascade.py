@@ -32,7 +32,7 @@ from t5rank.pipelines.insuranceqa import (BM25_B, BM25_K1, DEFAULT_GIN_FILE, ENG
                                           _bm25, _export, _read_json, prepare_model)
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 
-DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
+DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa_cascade")
 JOB_FILE = "cascade_job.json"  # marks a work directory as this job's (written before any work)
 TUNE_QUERIES = 200
 # TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses a sixth of the
@@ -98,7 +98,7 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                             depths: Sequence[int] = DEFAULT_DEPTHS,
                             gin_bindings: Sequence[str] = (), retrain: bool = False,
                             tune_queries: int = TUNE_QUERIES, progress: bool = True) -> dict:
-  """Runs the job (module docstring) in `workdir` (runs/insuranceqa by default) on the first
+  """Runs the job (module docstring) in `workdir` (runs/insuranceqa_cascade by default) on the first
   `num_queries` test queries (all 2,000 when None); `depths` are TK's, monoT5's and duoT5's;
   `gin_bindings` change every model's recipe (e.g. TRAIN_STEPS for a try). Returns what
   results.json holds."""
