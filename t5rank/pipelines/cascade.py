@@ -103,7 +103,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     if reranker.reads_first_stage:  # its input holds the first stage's scores too
       stamp["first_stage_sha256"] = sha256_file(record["paths"][0])
     stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
-    top, _ = split_at_depth(record["runs"][-1], spec.depth)
+    top, rest = split_at_depth(record["runs"][-1], spec.depth)  # what this stage reranks
     k = [len(docs) for docs in top.values()]
     pairs = sum(n * (n - 1) for n in k) if reranker.pairwise else sum(k)
     start = time.perf_counter()
@@ -119,7 +119,6 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
         raise ValueError(f"stage {name!r} reads each candidate's BM25 score, but the first stage "
                          "is dense retrieval: start the cascade with BM25 (or its run)")
       first = {q: dict(docs) for q, docs in record["runs"][0].items()}
-      top, rest = split_at_depth(record["runs"][-1], spec.depth)
       reranked = score_candidates(
           reranker, params, queries=queries, corpus=corpus,
           candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
