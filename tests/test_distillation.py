@@ -170,3 +170,98 @@ def test_the_teacher_command_scores_what_t5rank_score_scores(tmp_path):
 def test_bm25_alone_is_no_teacher(tmp_path):
   with pytest.raises(SystemExit, match="BM25 alone is no teacher"):
     cli.main(["teacher", "--checkpoint", "bm25", "-o", str(tmp_path / "t")])
+
+
+def test_the_dual_encoders_distillation_loss_by_hand():
+  from t5rank.models import dual_encoder as de
+  # the pool test's two rows (test_dual_encoder): positives in columns 0, 1, pool negatives 2, 3;
+  # its in-batch softmax over the four columns is 1.14041
+  cos = jnp.array([[0.8, 0.1, 0.6, -0.2], [0.3, 0.5, 0.7, 0.0]])
+  q, d = jnp.eye(2), cos.T
+  # student margins at α = 1, β = .5 (β cancels): .8 - .6 = .2 and .5 - 0 = .5; teacher margins
+  # 3 - 1.8 = 1.2 and -1 - -1.5 = .5: squared differences 1 and 0, mean .5, weight 2: + 1
+  teacher = {"positive_score": jnp.array([3.0, -1.0]), "negative_score": jnp.array([1.8, -1.5]),
+             "score_mask": jnp.array([1.0, 1.0])}
+  loss, accuracy = de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.5),
+                                  "in_batch_softmax_margin_mse", 0.5, teacher=teacher,
+                                  margin_mse_weight=2.0)
+  np.testing.assert_allclose(loss, 1.14041 + 1.0, atol=1e-5)
+  assert float(accuracy) == 0.5
+  # a row whose negative the teacher did not score counts in the softmax only: row 1's 1 alone
+  loss, _ = de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.5),
+                           "in_batch_softmax_margin_mse", 0.5,
+                           teacher=dict(teacher, score_mask=jnp.array([1.0, 0.0])),
+                           margin_mse_weight=2.0)
+  np.testing.assert_allclose(loss, 1.14041 + 2.0, atol=1e-5)
+  # α scales the student's margins: at α = 2, 2 x .2 - 1.2 = -.8 and 2 x .5 - .5 = .5
+  loss, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0),
+                           "in_batch_softmax_margin_mse", 0.5, teacher=teacher)
+  softmax, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0), "in_batch_softmax_pool", 0.5)
+  np.testing.assert_allclose(loss - softmax, (0.64 + 0.25) / 2, atol=1e-6)
+  with pytest.raises(ValueError, match="teacher"):
+    de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.0), "in_batch_softmax_margin_mse", 0.5)
+
+
+def test_the_dual_encoder_trains_on_a_teachers_pairs_and_their_scores(tmp_path):
+  from t5rank.data import dual_pairs
+  from t5rank.models import dual_encoder as de
+  from t5rank.models.words import save_embeddings
+  from t5rank.training import dual, trainer
+
+  write_teacher(tmp_path / "t", SCORES)
+  task = tk_triples.teacher_task(str(tmp_path / "t"))
+  data = dual_pairs.Pairs.source(task, "train")
+  assert dual_pairs.pair_source(task) == ("en", "teacher")
+  # q1 (TEXTS[4]) with its relevant d1 (TEXTS[1]), pool d2, d3; q2 (TEXTS[5]) with d0, pool d2
+  by_text = {(data.questions[q], data.answers[a]): s for (q, a), s in data.scores.items()}
+  assert by_text == {(TEXTS[4], TEXTS[1]): -0.5, (TEXTS[4], TEXTS[2]): -3.0,
+                     (TEXTS[4], TEXTS[3]): -1.0, (TEXTS[5], TEXTS[0]): -0.25,
+                     (TEXTS[5], TEXTS[2]): -4.0}
+  vocabulary = WordVocabulary.build(TEXTS, min_count=1)
+  vectors = np.random.default_rng(0).normal(size=(vocabulary.size, 6)).astype(np.float32)
+  save_embeddings(str(tmp_path / "emb"), vocabulary, vectors, {"source": "test"})
+  config = de.dual_encoder_config(str(tmp_path / "emb"), embedding_dim=6, max_query_length=8,
+                                  max_document_length=16, loss="in_batch_softmax_margin_mse")
+  encoder = dual.Encoder(dual.load_words(config))
+  masks = set()
+  for _, batch in zip(range(6), dual_pairs.pair_batches(data, encoder, config, batch_size=2,
+                                                        seed=0)):
+    assert batch["document"].shape == (4, 16)
+    for row in range(2):  # each row's scores are the teacher's of its question and two answers
+      question = next(t for t in TEXTS[4:] if np.array_equal(encoder([t], 8)[0],
+                                                             batch["query"][row]))
+      answer = lambda column: next(t for t in TEXTS[:4] if np.array_equal(
+          encoder([t], 16)[0], batch["document"][column]))
+      assert batch["positive_score"][row] == by_text[(question, answer(row))]
+      negative = by_text.get((question, answer(2 + row)))
+      assert batch["score_mask"][row] == (negative is not None)
+      assert batch["negative_score"][row] == (negative or 0.0)
+      masks.add(float(batch["score_mask"][row]))
+  # when q1 draws d2, q2's pool is empty and its negative is an answer the teacher did not score
+  assert masks == {0.0, 1.0}
+  student = dual.DualEncoder(config)
+  student.check(task, trainer.Init(), trainer.Optimization(dropout_rate=0.0),
+                trainer.Loop(eval_fn=dual.InBatchEval(batch_size=2, data=data)))
+  with pytest.raises(ValueError, match="teacher"):  # a teacher's pairs need the distillation loss
+    dual.DualEncoder(config.replace(loss="in_batch_softmax_pool")).check(
+        task, trainer.Init(), trainer.Optimization(dropout_rate=0.0),
+        trainer.Loop(eval_fn=dual.InBatchEval(batch_size=2, data=data)))
+  unscored = dual_pairs.Pairs(data.questions, data.answers, data.pairs, data.negatives)
+  with pytest.raises(ValueError, match="teacher"):  # and the loss a teacher's pairs
+    next(dual_pairs.pair_batches(unscored, encoder, config, batch_size=2, seed=0))
+
+  def dataset(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
+              num_shards):
+    return dual_pairs.pair_batches(data, encoder, config, batch_size=batch_size, seed=seed,
+                                   start_step=start_step)
+
+  metrics = trainer.train(
+      model_config=config, task_name=task, feature_lengths={"query": 8, "document": 16},
+      train_steps=3, batch_size=2, model_dir=str(tmp_path / "run"), mesh_shape=(1, 1),
+      init=trainer.Init(checkpoint=str(tmp_path / "emb")),
+      optimization=trainer.Optimization(learning_rate=0.1, optimizer=dual.momentum_sgd,
+                                        dropout_rate=0.0),
+      loop=trainer.Loop(log_every=1, eval_every=3, keep_best="p@1",
+                        eval_fn=dual.InBatchEval(batch_size=2, data=data)),
+      dataset_fn=dataset)
+  assert np.isfinite(metrics["loss"]) and metrics["loss"] > 0

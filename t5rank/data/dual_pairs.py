@@ -10,6 +10,8 @@
       -> `pair_batches`: word ids (`Encoder`; `PieceEncoder` for the T5 variant) {query (B, ≤30),
          document (B, ≤256)}, + `label` for the cross_entropy loss (half positive pairs, half pool
          negatives), or B more documents for in_batch_softmax_pool (`pool_negatives`)
+    a teacher's scores (`t5rank teacher`'s directory, task `teacher:DIR`: `Pairs.of_teacher`) add
+      `positive_score`, `negative_score`, `score_mask` (B,) for in_batch_softmax_margin_mse
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import numpy as np
 from t5rank.data.cross_lingual import pair_layouts, relevant_rows
 from t5rank.data.insuranceqa import load_split
 from t5rank.data.pseudo_queries import insuranceqa_with_pseudo_queries
+from t5rank.data.tk_triples import TEACHER_PREFIX
 from t5rank.data.xpi import xpi_table
 from t5rank.models.batching import round_up
+from t5rank.models.dual_encoder import POOL_LOSSES
 from t5rank.models.vocab import EOS_ID
 from t5rank.models.words import WordVocabulary
 
@@ -48,6 +52,7 @@ class Pairs:
   pairs: list[tuple[int, int]]
   negatives: list[list[int]]
   keys: Optional[list[tuple[int, int]]] = None
+  scores: Optional[dict[tuple[int, int], float]] = None  # (question, answer) -> a teacher's score
 
   @property
   def batch_keys(self) -> list[tuple[int, int]]:
@@ -124,9 +129,30 @@ class Pairs:
     return cls(list(table.queries), list(table.documents), pairs, negatives)
 
   @classmethod
+  def of_teacher(cls, directory: str) -> "Pairs":
+    """The training pairs of a `t5rank teacher` directory (`t5rank.data.teacher.teacher_table`):
+    each question with each relevant answer, its negatives the teacher's sample of its pool, and
+    `scores` the teacher's score of every one of those (question, answer) pairs."""
+    from t5rank.data.teacher import teacher_table
+
+    table = teacher_table(directory)
+    data = cls.of_table(table)
+    scores = {pair: float(s) for pair, s in zip(data.pairs, table.positive_scores)}
+    for pool, query in _pool_queries(table).items():
+      start, stop = table.pool_starts[pool], table.pool_starts[pool + 1]
+      for answer, score in zip(table.pool_docs[start:stop], table.pool_scores[start:stop]):
+        scores[(query, int(answer))] = float(score)
+    data.scores = scores
+    return data
+
+  @classmethod
   def source(cls, task_name: str, split: str) -> "Pairs":
-    """The pairs of `split` a `PAIR_SOURCES` task trains on."""
-    language, strategy = PAIR_SOURCES[task_name]
+    """The pairs of `split` a `PAIR_SOURCES` task (or a teacher's, `pair_source`) trains on."""
+    language, strategy = pair_source(task_name)
+    if strategy == "teacher":
+      if split != "train":
+        return cls.insuranceqa(split, language)
+      return cls.of_teacher(task_name[len(TEACHER_PREFIX):])
     if language == strategy:
       return cls.insuranceqa(split, language)
     if strategy == "xpi":
@@ -134,6 +160,22 @@ class Pairs:
     if strategy == "pseudo":
       return cls.with_pseudo_queries(split)
     return cls.cross_lingual(split, strategy)
+
+
+def _pool_queries(table) -> dict[int, int]:
+  """A scored table's pool index -> its question."""
+  return {int(pool): int(q) for (q, _), pool in zip(table.positives, table.positive_pools)}
+
+
+def pair_source(task_name: str) -> tuple[str, str]:
+  """(language, strategy) of a dual encoder training task: a `PAIR_SOURCES` name, or a teacher
+  directory's (`tk_triples.teacher_task`: English InsuranceQA training questions, "teacher")."""
+  if task_name.startswith(TEACHER_PREFIX):
+    return "en", "teacher"
+  if task_name not in PAIR_SOURCES:
+    raise ValueError(f"the dual encoder trains on the pairs of {tuple(PAIR_SOURCES)} or on a "
+                     f"teacher's (tk_triples.teacher_task), got {task_name!r}")
+  return PAIR_SOURCES[task_name]
 
 
 def distinct_batches(pairs: Sequence[tuple[int, int]], batch_size: int, seed: int
@@ -229,10 +271,14 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
   if labelled and batch_size % (2 * num_shards):
     raise ValueError("the cross_entropy loss takes half positive, half negative rows: batch_size "
                      f"{batch_size} must be a multiple of 2 x the data shards ({num_shards})")
-  pooled = config.loss == "in_batch_softmax_pool"
+  pooled = config.loss in POOL_LOSSES
   if pooled and num_shards > 1:
-    raise ValueError("the in_batch_softmax_pool loss needs each question's positive in its own "
+    raise ValueError(f"the {config.loss} loss needs each question's positive in its own "
                      "column of one batch: train it on one host")
+  distilled = config.loss == "in_batch_softmax_margin_mse"
+  if distilled and data.scores is None:
+    raise ValueError("the in_batch_softmax_margin_mse loss trains on a teacher's scores: set "
+                     "MIXTURE_OR_TASK_NAME = @tk_triples.teacher_task() (t5rank teacher's directory)")
   relevant = relevant_answers(data) if pooled else None
   rows = batch_size // num_shards
   batches = distinct_batches(data.batch_keys, batch_size // 2 if labelled else batch_size, seed)
@@ -251,7 +297,8 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
                   if data.negatives[q] else rng.integers(len(data.answers)) for q, _ in chosen]
       labels += [0] * len(chosen)
     if pooled:  # one pool negative per question, no answer of the batch: (seed, step)
-      answers += pool_negatives(data, chosen, np.random.default_rng([seed, step, 2]), relevant)
+      negatives = pool_negatives(data, chosen, np.random.default_rng([seed, step, 2]), relevant)
+      answers += negatives
     mine = slice(shard_index * rows, (shard_index + 1) * rows)
     # The whole global batch is encoded (cached per text), so that every host pads to one width.
     documents = encoder([data.answers[a] for a in answers], config.max_document_length)
@@ -260,6 +307,11 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
              "document": documents if pooled else documents[mine]}
     if labelled:
       batch["label"] = np.asarray(labels[mine], np.int32)
+    if distilled:  # the teacher's scores of each row's positive and pool negative
+      negative = [data.scores.get((q, a)) for (q, _), a in zip(chosen, negatives)]
+      batch["positive_score"] = np.asarray([data.scores[p] for p in chosen], np.float32)
+      batch["negative_score"] = np.asarray([0.0 if s is None else s for s in negative], np.float32)
+      batch["score_mask"] = np.asarray([s is not None for s in negative], np.float32)
     if step == start_step and type(encoder) is Encoder:
       print(f"dual encoder training data: {100.0 * encoder.oov / max(encoder.words, 1):.2f}% of "
             "the first batch's words are out of vocabulary (left out of the average)", flush=True)

@@ -17,6 +17,13 @@ Losses over M (section 2.1; `loss`):
   in_batch_softmax_pool   not the paper's (Karpukhin et al. 2020, DPR): the batch's B answers and
                           one pool negative per question (B more candidates, InsuranceQA's retrieved
                           non-relevant answers), M (B, 2B), mean over rows of −log softmax(Mᵢ)ᵢ
+  in_batch_softmax_margin_mse
+                          distillation, as TAS-B combines them (Hofstätter et al. 2021): the loss of
+                          in_batch_softmax_pool plus `margin_mse_weight` x Margin-MSE on each row's
+                          triple (question, positive, its pool negative), mean over rows of
+                          ((Mᵢᵢ − Mᵢ,B+ᵢ) − (t⁺ − t⁻))², t the teacher's scores of the two answers
+                          (`t5rank teacher`); a row whose negative the teacher did not score is left
+                          out of the Margin-MSE
 
 Encoder (section 2): one lowercased unigram vocabulary (`t5rank.models.words`), 300-d embeddings
 initialized randomly (normal, standard deviation 1/√E: the paper gives no distribution), one
@@ -51,7 +58,8 @@ from t5rank.models.vocab import EOS_ID, Vocabulary
 from t5rank.models.words import UNK_ID, WordVocabulary, check_words, load_words
 
 LOSSES = ("in_batch_softmax", "in_batch_cross_entropy", "in_batch_triplet", "cross_entropy",
-          "in_batch_softmax_pool")
+          "in_batch_softmax_pool", "in_batch_softmax_margin_mse")
+POOL_LOSSES = ("in_batch_softmax_pool", "in_batch_softmax_margin_mse")  # B more pool candidates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +78,7 @@ class DualEncoderConfig(JsonConfig):
   loss: str = "in_batch_softmax"
   margin: float = 0.5
   scale_init: float = 5.0
+  margin_mse_weight: float = 1.0
 
   def __post_init__(self):
     for name in ("vocab_size", "embedding_dim", "max_query_length", "max_document_length"):
@@ -154,18 +163,24 @@ def in_batch_triplet(cos: jax.Array, margin: float) -> jax.Array:
 
 
 def loss_and_accuracy(params, config, query_ids: jax.Array, document_ids: jax.Array,
-                      labels: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
+                      labels: Optional[jax.Array] = None,
+                      teacher: Optional[dict] = None) -> tuple[jax.Array, jax.Array]:
   """(loss, accuracy) of a batch of word ids by `config.loss` (`vector_loss`)."""
   return vector_loss(encode(params, query_ids, "query"), encode(params, document_ids, "document"),
-                     params["scale"], params["bias"], config.loss, config.margin, labels)
+                     params["scale"], params["bias"], config.loss, config.margin, labels,
+                     teacher, getattr(config, "margin_mse_weight", 1.0))
 
 
 def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, loss: str,
-                margin: float, labels: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
+                margin: float, labels: Optional[jax.Array] = None,
+                teacher: Optional[dict] = None, margin_mse_weight: float = 1.0
+                ) -> tuple[jax.Array, jax.Array]:
   """(loss, accuracy) of a batch of unit vectors q, d (B, E) by `loss` (module docstring). In-batch
   losses: row i of the batch is a positive pair and accuracy is in-batch precision@1 (the diagonal
   is the row's top cell, the paper's early-stopping measure). `cross_entropy`: `labels` (B,) 1/0
-  for each row's pair, accuracy the share of pairs on the right side of g = 0."""
+  for each row's pair, accuracy the share of pairs on the right side of g = 0.
+  `in_batch_softmax_margin_mse`: `teacher` {positive_score, negative_score, score_mask} (B,) each,
+  the teacher's scores of row i's positive and of its pool negative (column B + i of d)."""
   if loss == "cross_entropy":
     if labels is None:
       raise ValueError("the cross_entropy loss needs labelled pairs")
@@ -177,11 +192,29 @@ def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, l
   accuracy = in_batch_precision_at_1(cos)
   if loss in ("in_batch_softmax", "in_batch_softmax_pool"):  # d (B, E) or (2B, E)
     return in_batch_softmax(logits), accuracy
+  if loss == "in_batch_softmax_margin_mse":  # d (2B, E): row i's pool negative in column B + i
+    if teacher is None:
+      raise ValueError("the in_batch_softmax_margin_mse loss needs the teacher's scores; train it "
+                       "on a teacher directory's pairs (`tk_triples.teacher_task`)")
+    b = len(q)
+    student = jnp.diagonal(logits) - jnp.diagonal(logits[:, b:])
+    distilled = masked_margin_mse(student, teacher["positive_score"] - teacher["negative_score"],
+                                  teacher["score_mask"])
+    return in_batch_softmax(logits) + margin_mse_weight * distilled, accuracy
   if loss == "in_batch_cross_entropy":
     return sigmoid_cross_entropy(logits, jnp.eye(len(cos), dtype=logits.dtype)), accuracy
   if loss == "in_batch_triplet":
     return in_batch_triplet(cos, margin), accuracy
   raise ValueError(f"unknown dual encoder loss {loss!r}; choose one of {LOSSES}")
+
+
+def masked_margin_mse(student_margin: jax.Array, teacher_margin: jax.Array,
+                      mask: jax.Array) -> jax.Array:
+  """mean over the rows where `mask` is 1 of (student margin − teacher margin)² (0 with no such
+  row): Margin-MSE (Hofstätter et al. 2020) on (B,) margins s⁺ − s⁻ and t⁺ − t⁻."""
+  mask = mask.astype(student_margin.dtype)
+  error = jnp.square(student_margin - teacher_margin.astype(student_margin.dtype)) * mask
+  return error.sum() / jnp.maximum(mask.sum(), 1.0)
 
 
 def in_batch_precision_at_1(scores: jax.Array) -> jax.Array:

@@ -20,8 +20,8 @@ import numpy as np
 import optax
 
 from t5rank.checkpoints import load_checkpoint, native, save_checkpoint
-from t5rank.data.dual_pairs import (Encoder, PAIR_SOURCES, Pairs, PieceEncoder, distinct_batches,
-                                    pair_batches)
+from t5rank.data.dual_pairs import (Encoder, Pairs, PieceEncoder, distinct_batches,
+                                    pair_batches, pair_source)
 from t5rank.models import dual_encoder, registry
 from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
 from t5rank.models.network import init_params
@@ -35,6 +35,13 @@ def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransfor
   return optax.sgd(learning_rate, momentum=momentum)
 
 
+def _teacher(batch) -> Optional[dict]:
+  """A distillation batch's teacher scores (`pair_batches`), else None."""
+  if "positive_score" not in batch:
+    return None
+  return {k: batch[k] for k in ("positive_score", "negative_score", "score_mask")}
+
+
 class DualEncoder(Trainable):
   """The word-averaging dual encoder trained on question → answer pairs. `Init.checkpoint` may be
   a `t5rank embeddings` directory (its vectors start the embeddings) or a dual encoder checkpoint."""
@@ -44,10 +51,13 @@ class DualEncoder(Trainable):
     self.vocabulary = load_words(config)
 
   def check(self, task_name: str, init, optimization, loop) -> None:
-    if task_name not in PAIR_SOURCES:
-      raise ValueError(f"the dual encoder trains on the pairs of {tuple(PAIR_SOURCES)}, "
-                       f"got {task_name!r}")
-    language, strategy = PAIR_SOURCES[task_name]
+    language, strategy = pair_source(task_name)
+    distilled = getattr(self.config, "loss", None) == "in_batch_softmax_margin_mse"
+    if distilled != (strategy == "teacher"):
+      raise ValueError("the in_batch_softmax_margin_mse loss trains on a teacher's scores and a "
+                       "teacher's pairs train with it: set LOSS = 'in_batch_softmax_margin_mse' "
+                       "with MIXTURE_OR_TASK_NAME = @tk_triples.teacher_task(), or neither "
+                       f"(got loss {getattr(self.config, 'loss', None)!r}, task {task_name!r})")
     if strategy == "mixed" and getattr(self.config, "loss", None) == "cross_entropy":
       raise ValueError("the cross_entropy loss draws negatives from the question's pool, in the "
                        "question's language: with the mixed strategy's pairs the language would "
@@ -91,7 +101,8 @@ class DualEncoder(Trainable):
   def loss_and_metrics(self, params, batch, dropout_rng):
     del dropout_rng
     loss, accuracy = dual_encoder.loss_and_accuracy(params, self.config, batch["query"],
-                                                    batch["document"], batch.get("label"))
+                                                    batch["document"], batch.get("label"),
+                                                    _teacher(batch))
     return loss, {"loss": loss, "accuracy": accuracy, "scale": params["scale"],
                   "bias": params["bias"]}
 
@@ -152,7 +163,7 @@ class T5DualEncoder(DualEncoder):
     d = dual_encoder.t5_mean(params["t5"], self.config.t5, batch["document"])
     loss, accuracy = dual_encoder.vector_loss(q, d, params["scale"], params["bias"],
                                               self.config.loss, self.config.margin,
-                                              batch.get("label"))
+                                              batch.get("label"), _teacher(batch))
     return loss, {"loss": loss, "accuracy": accuracy, "scale": params["scale"],
                   "bias": params["bias"]}
 
