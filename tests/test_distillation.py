@@ -265,3 +265,16 @@ def test_the_dual_encoder_trains_on_a_teachers_pairs_and_their_scores(tmp_path):
                         eval_fn=dual.InBatchEval(batch_size=2, data=data)),
       dataset_fn=dataset)
   assert np.isfinite(metrics["loss"]) and metrics["loss"] > 0
+
+
+def test_a_distilled_models_recipe_hash_covers_its_teachers_scores_not_their_path():
+  from t5rank.training import gin_config
+  gin_file = ["gin/experiments/tk_distill_insuranceqa_cpu.gin"]
+  a = gin_config.model_recipe(gin_file, [], teacher_sha256="a" * 64)
+  assert a["teacher_sha256"] == "a" * 64
+  moved = gin_config.model_recipe(gin_file, ["TEACHER_SCORES = '/elsewhere/teacher'"],
+                                  teacher_sha256="a" * 64)
+  assert moved["sha256"] == a["sha256"]  # the path given is replaced by the scores' hash
+  assert gin_config.model_recipe(gin_file, [], teacher_sha256="b" * 64)["sha256"] != a["sha256"]
+  plain = gin_config.model_recipe(["gin/experiments/tk_insuranceqa_cpu.gin"], [])
+  assert "teacher_sha256" not in plain  # an undistilled model's recipe is as it was

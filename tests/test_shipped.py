@@ -26,7 +26,8 @@ def test_the_demo_models_are_shipped():
 def test_a_shipped_models_recipe_is_the_repositorys(name):
   recipe = shipped.read_recipe(name)
   init = shipped.read_recipe(recipe["init"])["sha256"] if recipe["init"] else None
-  now = gin_config.model_recipe(recipe["gin_files"], recipe["bindings"], init_sha256=init)
+  now = gin_config.model_recipe(recipe["gin_files"], recipe["bindings"], init_sha256=init,
+                                teacher_sha256=recipe.get("teacher_sha256"))
   assert now["gin_sha256"] == recipe["gin_sha256"], (
       f"the gin recipe of shipped:{name} changed since it was shipped: retrain it "
       f"({recipe['command']}) and ship it again (scripts/ship_model.py)")

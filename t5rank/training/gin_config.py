@@ -137,19 +137,24 @@ def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
 
 
 INIT_PLACEHOLDER = "INIT_CHECKPOINT"  # in a model's recipe: the model it starts from, by its hash
+TEACHER_PLACEHOLDER = "TEACHER_SCORES"  # in a distilled model's recipe: the teacher's scores' hash
 DATA_PACKAGES = ("insuranceqa-data",)  # the data a shipped model is trained on, by version
 
 
 def model_recipe(gin_files: Sequence[str], bindings: Sequence[str], *,
-                 init_sha256: Optional[str] = None) -> dict:
+                 init_sha256: Optional[str] = None, teacher_sha256: Optional[str] = None) -> dict:
   """What decides a trained model, as `recipe` plus what the gin text cannot hold: the recipe
   hash of the model it starts from (`init_sha256`: the INIT_CHECKPOINT binding's path is then
-  left out, so the model's recipe is the same wherever that model lies) and the versions of the
-  data packages. {"gin_sha256", "init_sha256", "data", "sha256": the hash of those three}."""
+  left out, so the model's recipe is the same wherever that model lies), for a distilled model the
+  hash of its teacher's scores (`teacher_sha256`, teacher.json's `scores_sha256`: the
+  TEACHER_SCORES path is left out likewise) and the versions of the data packages.
+  {"gin_sha256", "init_sha256", ["teacher_sha256",] "data", "sha256": the hash of the others}."""
   from importlib import metadata
 
   if init_sha256 is not None:
     bindings = [*bindings, f"INIT_CHECKPOINT = {INIT_PLACEHOLDER!r}"]
+  if teacher_sha256 is not None:
+    bindings = [*bindings, f"TEACHER_SCORES = {TEACHER_PLACEHOLDER!r}"]
   data = {}
   for package in DATA_PACKAGES:
     try:
@@ -158,6 +163,8 @@ def model_recipe(gin_files: Sequence[str], bindings: Sequence[str], *,
       data[package] = None
   parts = {"gin_sha256": recipe(gin_files, bindings)["sha256"], "init_sha256": init_sha256,
            "data": data}
+  if teacher_sha256 is not None:
+    parts["teacher_sha256"] = teacher_sha256
   text = json.dumps(parts, sort_keys=True)
   return {**parts, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
