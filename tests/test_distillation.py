@@ -198,6 +198,11 @@ def test_the_dual_encoders_distillation_loss_by_hand():
                            "in_batch_softmax_margin_mse", 0.5, teacher=teacher)
   softmax, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0), "in_batch_softmax_pool", 0.5)
   np.testing.assert_allclose(loss - softmax, (0.64 + 0.25) / 2, atol=1e-6)
+  # with a scale of its own, γ = 4: 4 x .2 - 1.2 = -.4 and 4 x .5 - .5 = 1.5, and α is the softmax's
+  loss, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0),
+                           "in_batch_softmax_margin_mse", 0.5, teacher=teacher,
+                           margin_scale=jnp.asarray(4.0))
+  np.testing.assert_allclose(loss - softmax, (0.16 + 2.25) / 2, atol=1e-6)
   with pytest.raises(ValueError, match="teacher"):
     de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.0), "in_batch_softmax_margin_mse", 0.5)
 
@@ -265,6 +270,7 @@ def test_the_dual_encoder_trains_on_a_teachers_pairs_and_their_scores(tmp_path):
                         eval_fn=dual.InBatchEval(batch_size=2, data=data)),
       dataset_fn=dataset)
   assert np.isfinite(metrics["loss"]) and metrics["loss"] > 0
+  assert "margin_scale" in metrics  # γ, learned beside α
 
 
 def test_a_distilled_models_recipe_hash_covers_its_teachers_scores_not_their_path():

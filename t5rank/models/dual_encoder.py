@@ -21,9 +21,11 @@ Losses over M (section 2.1; `loss`):
                           distillation, as TAS-B combines them (Hofstätter et al. 2021): the loss of
                           in_batch_softmax_pool plus `margin_mse_weight` x Margin-MSE on each row's
                           triple (question, positive, its pool negative), mean over rows of
-                          ((Mᵢᵢ − Mᵢ,B+ᵢ) − (t⁺ − t⁻))², t the teacher's scores of the two answers
-                          (`t5rank teacher`); a row whose negative the teacher did not score is left
-                          out of the Margin-MSE
+                          (γ·(cosᵢᵢ − cosᵢ,B+ᵢ) − (t⁺ − t⁻))², t the teacher's scores of the two
+                          answers (`t5rank teacher`), γ a scale of its own (`margin_scale`, learned,
+                          starting at `scale_init`: on α the teacher's margins would hold the
+                          softmax's scale down); a row whose negative the teacher did not score is
+                          left out of the Margin-MSE
 
 Encoder (section 2): one lowercased unigram vocabulary (`t5rank.models.words`), 300-d embeddings
 initialized randomly (normal, standard deviation 1/√E: the paper gives no distribution), one
@@ -111,6 +113,8 @@ def init_params(config: DualEncoderConfig, rng: jax.Array) -> dict:
             "bias": jnp.zeros((), jnp.float32)}
   if not config.shared:
     params["document"] = {"embedding": jax.random.normal(keys[1], shape) / np.sqrt(shape[1])}
+  if config.loss == "in_batch_softmax_margin_mse":
+    params["margin_scale"] = jnp.asarray(config.scale_init, jnp.float32)
   return params
 
 
@@ -168,19 +172,21 @@ def loss_and_accuracy(params, config, query_ids: jax.Array, document_ids: jax.Ar
   """(loss, accuracy) of a batch of word ids by `config.loss` (`vector_loss`)."""
   return vector_loss(encode(params, query_ids, "query"), encode(params, document_ids, "document"),
                      params["scale"], params["bias"], config.loss, config.margin, labels,
-                     teacher, getattr(config, "margin_mse_weight", 1.0))
+                     teacher, getattr(config, "margin_mse_weight", 1.0),
+                     params.get("margin_scale"))
 
 
 def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, loss: str,
                 margin: float, labels: Optional[jax.Array] = None,
-                teacher: Optional[dict] = None, margin_mse_weight: float = 1.0
-                ) -> tuple[jax.Array, jax.Array]:
+                teacher: Optional[dict] = None, margin_mse_weight: float = 1.0,
+                margin_scale: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
   """(loss, accuracy) of a batch of unit vectors q, d (B, E) by `loss` (module docstring). In-batch
   losses: row i of the batch is a positive pair and accuracy is in-batch precision@1 (the diagonal
   is the row's top cell, the paper's early-stopping measure). `cross_entropy`: `labels` (B,) 1/0
   for each row's pair, accuracy the share of pairs on the right side of g = 0.
   `in_batch_softmax_margin_mse`: `teacher` {positive_score, negative_score, score_mask} (B,) each,
-  the teacher's scores of row i's positive and of its pool negative (column B + i of d)."""
+  the teacher's scores of row i's positive and of its pool negative (column B + i of d);
+  `margin_scale` γ scales the student's cosine margins (α when None)."""
   if loss == "cross_entropy":
     if labels is None:
       raise ValueError("the cross_entropy loss needs labelled pairs")
@@ -197,7 +203,8 @@ def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, l
       raise ValueError("the in_batch_softmax_margin_mse loss needs the teacher's scores; train it "
                        "on a teacher directory's pairs (`tk_triples.teacher_task`)")
     b = len(q)
-    student = jnp.diagonal(logits) - jnp.diagonal(logits[:, b:])
+    student = (scale if margin_scale is None else margin_scale) * (
+        jnp.diagonal(cos) - jnp.diagonal(cos[:, b:]))
     distilled = masked_margin_mse(student, teacher["positive_score"] - teacher["negative_score"],
                                   teacher["score_mask"])
     return in_batch_softmax(logits) + margin_mse_weight * distilled, accuracy

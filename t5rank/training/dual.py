@@ -35,6 +35,12 @@ def momentum_sgd(learning_rate, momentum: float = 0.9) -> optax.GradientTransfor
   return optax.sgd(learning_rate, momentum=momentum)
 
 
+def _metrics(params, loss, accuracy) -> dict:
+  """What a training step logs: the loss, the in-batch accuracy, α, β (and γ when distilled)."""
+  return {"loss": loss, "accuracy": accuracy,
+          **{k: params[k] for k in ("scale", "bias", "margin_scale") if k in params}}
+
+
 def _teacher(batch) -> Optional[dict]:
   """A distillation batch's teacher scores (`pair_batches`), else None."""
   if "positive_score" not in batch:
@@ -103,8 +109,7 @@ class DualEncoder(Trainable):
     loss, accuracy = dual_encoder.loss_and_accuracy(params, self.config, batch["query"],
                                                     batch["document"], batch.get("label"),
                                                     _teacher(batch))
-    return loss, {"loss": loss, "accuracy": accuracy, "scale": params["scale"],
-                  "bias": params["bias"]}
+    return loss, _metrics(params, loss, accuracy)
 
   def batch_counts(self, batch) -> tuple[int, int]:
     return len(batch["query"]), int((batch["query"] > 0).sum() + (batch["document"] > 0).sum())
@@ -163,9 +168,10 @@ class T5DualEncoder(DualEncoder):
     d = dual_encoder.t5_mean(params["t5"], self.config.t5, batch["document"])
     loss, accuracy = dual_encoder.vector_loss(q, d, params["scale"], params["bias"],
                                               self.config.loss, self.config.margin,
-                                              batch.get("label"), _teacher(batch))
-    return loss, {"loss": loss, "accuracy": accuracy, "scale": params["scale"],
-                  "bias": params["bias"]}
+                                              batch.get("label"), _teacher(batch),
+                                              getattr(self.config, "margin_mse_weight", 1.0),
+                                              params.get("margin_scale"))
+    return loss, _metrics(params, loss, accuracy)
 
   def text_encoder(self) -> Encoder:
     return PieceEncoder(self.vocabulary)
