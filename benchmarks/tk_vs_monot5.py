@@ -91,7 +91,8 @@ def main() -> None:
   tk_rate = pairs / rows[0][3]
   print(f"\n{pairs} InsuranceQA test pairs ({len(queries)} questions x 16 candidates); "
         f"{machine()}\n")
-  print("| reranker | parameters | first pass (compiling) | second pass | pairs/s | TK's speed-up |")
+  print("| reranker | parameters | first pass (compiling) | second pass | pairs/s "
+        "| TK's speed-up |")
   print("| --- | --- | --- | --- | --- | --- |")
   for name, size, first, second in rows:
     rate = pairs / second
