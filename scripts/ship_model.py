@@ -16,8 +16,8 @@ else final) is copied to t5rank/shipped/NAME with
   slice.json: the first --slice-queries test queries of DATA (a `t5rank demo` work directory:
       data/, bm25.run), their BM25 top --slice-depth candidates with texts and BM25 scores, and this
       model's scores of them (what tests/test_shipped.py checks).
-A distilled model (a TEACHER_SCORES binding) enters its teacher's scores by their hash (teacher.json's
-`scores_sha256`), not their path. Before copying, MODEL_DIR/config.gin must be what the gin files and bindings give (with the run's
+A distilled model (a TEACHER_SCORES binding) enters its teacher by the hash of what made its scores
+(`t5rank.data.teacher.teacher_recipe_sha256`), not their path. Before copying, MODEL_DIR/config.gin must be what the gin files and bindings give (with the run's
 own MODEL_DIR): the recipe recorded is the one that trained the model. A shipped model of the same
 name is refused unless --replace.
 """
@@ -148,8 +148,8 @@ def main(argv=None) -> int:
   left_out = {"INIT_CHECKPOINT"} if args.init else set()
   teacher_sha256 = None
   if "TEACHER_SCORES" in named:  # a distilled model: its teacher's scores by their hash
-    from t5rank.data.teacher import read_teacher
-    teacher_sha256 = read_teacher(ast.literal_eval(named["TEACHER_SCORES"]))["scores_sha256"]
+    from t5rank.data.teacher import read_teacher, teacher_recipe_sha256
+    teacher_sha256 = teacher_recipe_sha256(read_teacher(ast.literal_eval(named["TEACHER_SCORES"])))
     left_out.add("TEACHER_SCORES")
   hashed = [b for b in bindings if b.split("=", 1)[0].strip() not in left_out]
   recipe = gin_config.model_recipe(args.gin_file, hashed, init_sha256=init_sha256,

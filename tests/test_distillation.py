@@ -273,7 +273,7 @@ def test_the_dual_encoder_trains_on_a_teachers_pairs_and_their_scores(tmp_path):
   assert "margin_scale" in metrics  # γ, learned beside α
 
 
-def test_a_distilled_models_recipe_hash_covers_its_teachers_scores_not_their_path():
+def test_a_distilled_models_recipe_hash_covers_its_teacher_not_the_scores_path():
   from t5rank.training import gin_config
   gin_file = ["gin/experiments/tk_distill_insuranceqa_cpu.gin"]
   a = gin_config.model_recipe(gin_file, [], teacher_sha256="a" * 64)
@@ -284,3 +284,32 @@ def test_a_distilled_models_recipe_hash_covers_its_teachers_scores_not_their_pat
   assert gin_config.model_recipe(gin_file, [], teacher_sha256="b" * 64)["sha256"] != a["sha256"]
   plain = gin_config.model_recipe(["gin/experiments/tk_insuranceqa_cpu.gin"], [])
   assert "teacher_sha256" not in plain  # an undistilled model's recipe is as it was
+
+
+def test_a_teachers_recipe_hash_names_what_made_its_scores_not_where_or_their_last_digits():
+  info = json.loads(json.dumps({  # teacher.json of a fused teacher, as `t5rank teacher` writes it
+      "teacher": {"fusion": [{"checkpoint": "bm25", "k1": 0.9, "b": 0.4},
+                             {"checkpoint": "shipped:tk", "model": "tk", "params_sha256": "p1",
+                              "recipe_sha256": "r1"},
+                             {"checkpoint": "/runs/mono/final", "model": "monot5",
+                              "params_sha256": "p2", "recipe_sha256": None}],
+                  "weights": [0.05, 0.55, 0.4], "normalization": "zscore"},
+      "split": "train", "language": "en", "negatives": 20, "seed": 0, "queries": 3, "pairs": 60,
+      "scores_sha256": "s", "qrels_sha256": "q", "seconds": 1.0}))
+  h = teacher_data.teacher_recipe_sha256(info)
+  elsewhere = json.loads(json.dumps(info))  # other paths, another machine's scores and time
+  elsewhere["teacher"]["fusion"][1]["checkpoint"] = "/copies/tk"
+  elsewhere["teacher"]["fusion"][1]["params_sha256"] = "p1 retrained"  # the recipe names it
+  elsewhere.update(scores_sha256="s2", seconds=9.0)
+  assert teacher_data.teacher_recipe_sha256(elsewhere) == h
+  for change in (lambda i: i["teacher"].update(weights=[0.1, 0.5, 0.4]),
+                 lambda i: i.update(seed=1), lambda i: i.update(negatives=10),
+                 lambda i: i["teacher"]["fusion"][1].update(recipe_sha256="r2"),
+                 lambda i: i["teacher"]["fusion"][2].update(params_sha256="p3"),  # no recipe
+                 lambda i: i["teacher"]["fusion"][0].update(k1=1.2)):
+    changed = json.loads(json.dumps(info))
+    change(changed)
+    assert teacher_data.teacher_recipe_sha256(changed) != h
+  single = {"teacher": info["teacher"]["fusion"][1], **{k: v for k, v in info.items()
+                                                        if k != "teacher"}}
+  assert teacher_data.teacher_recipe_sha256(single) != h

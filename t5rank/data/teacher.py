@@ -12,6 +12,7 @@ on t⁺ − t⁻ (`t5rank.training.pairwise.margin_mse`).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 
@@ -42,6 +43,28 @@ def read_teacher(directory: str) -> dict:
         raise ValueError(f"{file} is not the file {path} describes (its hash differs): it was "
                          "replaced or damaged; make the teacher scores again")
   return info
+
+
+def teacher_recipe_sha256(info: dict) -> str:
+  """The hash of what made a teacher directory's scores (teacher.json's `info`), wherever and on
+  whichever machine they were computed: its members (each by its recipe's hash when it has one,
+  else by its parameters' hash; BM25 by k1 and b), their weights and normalization, the split,
+  language, number of negatives and seed. A distilled model's recipe holds it
+  (`gin_config.model_recipe`'s teacher_sha256); the scores themselves move in their last digits
+  between CPUs, and their own hash is checked whenever a student reads them (`read_teacher`)."""
+  teacher = info["teacher"]
+  members = []
+  for member in teacher.get("fusion", [teacher]):
+    if "k1" in member:  # the candidates' BM25 scores
+      members.append({"bm25": {"k1": member["k1"], "b": member["b"]}})
+    elif member.get("recipe_sha256"):
+      members.append({"model": member["model"], "recipe_sha256": member["recipe_sha256"]})
+    else:
+      members.append({"model": member["model"], "params_sha256": member["params_sha256"]})
+  parts = {"members": members, "weights": teacher.get("weights"),
+           "normalization": teacher.get("normalization"),
+           **{k: info[k] for k in ("split", "language", "negatives", "seed")}}
+  return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 @functools.lru_cache(maxsize=4)

@@ -137,7 +137,7 @@ def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
 
 
 INIT_PLACEHOLDER = "INIT_CHECKPOINT"  # in a model's recipe: the model it starts from, by its hash
-TEACHER_PLACEHOLDER = "TEACHER_SCORES"  # in a distilled model's recipe: the teacher's scores' hash
+TEACHER_PLACEHOLDER = "TEACHER_SCORES"  # in a distilled model's recipe: its teacher's, by hash
 DATA_PACKAGES = ("insuranceqa-data",)  # the data a shipped model is trained on, by version
 
 
@@ -146,8 +146,9 @@ def model_recipe(gin_files: Sequence[str], bindings: Sequence[str], *,
   """What decides a trained model, as `recipe` plus what the gin text cannot hold: the recipe
   hash of the model it starts from (`init_sha256`: the INIT_CHECKPOINT binding's path is then
   left out, so the model's recipe is the same wherever that model lies), for a distilled model the
-  hash of its teacher's scores (`teacher_sha256`, teacher.json's `scores_sha256`: the
-  TEACHER_SCORES path is left out likewise) and the versions of the data packages.
+  hash of what made its teacher's scores (`teacher_sha256`: `t5rank.data.teacher.
+  teacher_recipe_sha256`; the TEACHER_SCORES path is left out likewise) and the versions of the
+  data packages.
   {"gin_sha256", "init_sha256", ["teacher_sha256",] "data", "sha256": the hash of the others}."""
   from importlib import metadata
 
