@@ -5,6 +5,7 @@ read back as triples carrying both scores; TK trained on them by Margin-MSE of i
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import jax
@@ -174,10 +175,13 @@ def test_bm25_alone_is_no_teacher(tmp_path):
 
 def test_the_dual_encoders_distillation_loss_by_hand():
   from t5rank.models import dual_encoder as de
-  # the pool test's two rows (test_dual_encoder): positives in columns 0, 1, pool negatives 2, 3;
-  # its in-batch softmax over the four columns is 1.14041
+  # two questions, four answers: the two positives (columns 0, 1), then one pool negative each
+  # (columns 2, 3), which enter the Margin-MSE only. The in-batch softmax is over columns 0, 1:
+  # row 1 -log(e^.8 / (e^.8 + e^.1)) = .40319, row 2 -log(e^.5 / (e^.3 + e^.5)) = .59814
   cos = jnp.array([[0.8, 0.1, 0.6, -0.2], [0.3, 0.5, 0.7, 0.0]])
   q, d = jnp.eye(2), cos.T
+  softmax = (math.log1p(math.exp(0.1 - 0.8)) + math.log1p(math.exp(0.3 - 0.5))) / 2
+  assert abs(softmax - 0.500662) < 1e-6
   # student margins at α = 1, β = .5 (β cancels): .8 - .6 = .2 and .5 - 0 = .5; teacher margins
   # 3 - 1.8 = 1.2 and -1 - -1.5 = .5: squared differences 1 and 0, mean .5, weight 2: + 1
   teacher = {"positive_score": jnp.array([3.0, -1.0]), "negative_score": jnp.array([1.8, -1.5]),
@@ -185,24 +189,25 @@ def test_the_dual_encoders_distillation_loss_by_hand():
   loss, accuracy = de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.5),
                                   "in_batch_softmax_margin_mse", 0.5, teacher=teacher,
                                   margin_mse_weight=2.0)
-  np.testing.assert_allclose(loss, 1.14041 + 1.0, atol=1e-5)
-  assert float(accuracy) == 0.5
+  np.testing.assert_allclose(loss, softmax + 1.0, atol=1e-6)
+  assert float(accuracy) == 1.0  # in-batch: each positive tops its row's two answers
   # a row whose negative the teacher did not score counts in the softmax only: row 1's 1 alone
   loss, _ = de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.5),
                            "in_batch_softmax_margin_mse", 0.5,
                            teacher=dict(teacher, score_mask=jnp.array([1.0, 0.0])),
                            margin_mse_weight=2.0)
-  np.testing.assert_allclose(loss, 1.14041 + 2.0, atol=1e-5)
-  # α scales the student's margins: at α = 2, 2 x .2 - 1.2 = -.8 and 2 x .5 - .5 = .5
+  np.testing.assert_allclose(loss, softmax + 2.0, atol=1e-6)
+  # α scales the softmax's logits and, without a scale of its own, the student's margins: at
+  # α = 2, 2 x .2 - 1.2 = -.8 and 2 x .5 - .5 = .5
+  at_2 = (math.log1p(math.exp(2 * (0.1 - 0.8))) + math.log1p(math.exp(2 * (0.3 - 0.5)))) / 2
   loss, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0),
                            "in_batch_softmax_margin_mse", 0.5, teacher=teacher)
-  softmax, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0), "in_batch_softmax_pool", 0.5)
-  np.testing.assert_allclose(loss - softmax, (0.64 + 0.25) / 2, atol=1e-6)
+  np.testing.assert_allclose(loss, at_2 + (0.64 + 0.25) / 2, atol=1e-6)
   # with a scale of its own, γ = 4: 4 x .2 - 1.2 = -.4 and 4 x .5 - .5 = 1.5, and α is the softmax's
   loss, _ = de.vector_loss(q, d, jnp.asarray(2.0), jnp.asarray(0.0),
                            "in_batch_softmax_margin_mse", 0.5, teacher=teacher,
                            margin_scale=jnp.asarray(4.0))
-  np.testing.assert_allclose(loss - softmax, (0.16 + 2.25) / 2, atol=1e-6)
+  np.testing.assert_allclose(loss, at_2 + (0.16 + 2.25) / 2, atol=1e-6)
   with pytest.raises(ValueError, match="teacher"):
     de.vector_loss(q, d, jnp.asarray(1.0), jnp.asarray(0.0), "in_batch_softmax_margin_mse", 0.5)
 

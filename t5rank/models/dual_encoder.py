@@ -18,9 +18,10 @@ Losses over M (section 2.1; `loss`):
                           one pool negative per question (B more candidates, InsuranceQA's retrieved
                           non-relevant answers), M (B, 2B), mean over rows of −log softmax(Mᵢ)ᵢ
   in_batch_softmax_margin_mse
-                          distillation, as TAS-B combines them (Hofstätter et al. 2021): the loss of
-                          in_batch_softmax_pool plus `margin_mse_weight` x Margin-MSE on each row's
-                          triple (question, positive, its pool negative), mean over rows of
+                          distillation, as TAS-B combines them (Hofstätter et al. 2021): the
+                          in_batch_softmax over the batch's B answers plus `margin_mse_weight` x
+                          Margin-MSE on each row's triple (question, positive, one pool negative,
+                          which is not a softmax candidate), mean over rows of
                           (γ·(cosᵢᵢ − cosᵢ,B+ᵢ) − (t⁺ − t⁻))², t the teacher's scores of the two
                           answers (`t5rank teacher`), γ a scale of its own (`margin_scale`, learned,
                           starting at `scale_init`: on α the teacher's margins would hold the
@@ -207,7 +208,8 @@ def vector_loss(q: jax.Array, d: jax.Array, scale: jax.Array, bias: jax.Array, l
         jnp.diagonal(cos) - jnp.diagonal(cos[:, b:]))
     distilled = masked_margin_mse(student, teacher["positive_score"] - teacher["negative_score"],
                                   teacher["score_mask"])
-    return in_batch_softmax(logits) + margin_mse_weight * distilled, accuracy
+    return (in_batch_softmax(logits[:, :b]) + margin_mse_weight * distilled,
+            in_batch_precision_at_1(cos[:, :b]))
   if loss == "in_batch_cross_entropy":
     return sigmoid_cross_entropy(logits, jnp.eye(len(cos), dtype=logits.dtype)), accuracy
   if loss == "in_batch_triplet":
