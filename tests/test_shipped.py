@@ -61,3 +61,8 @@ def test_an_unknown_shipped_name_is_refused_with_the_names(tmp_path):
   with pytest.raises(ValueError, match="no such shipped model.*shipped:monot5"):
     shipped.resolve("shipped:monot6")
   assert shipped.resolve("runs/x/final") == "runs/x/final"
+  (tmp_path / "c.jsonl").write_text('{"id": "d1", "text": "car insurance"}\n')
+  with pytest.raises(SystemExit, match="no such shipped model"):  # t5rank index says so too
+    cli.main(["index", "--encoder", "shipped:monot6", "--corpus", str(tmp_path / "c.jsonl"),
+              "-o", str(tmp_path / "index")])
+  assert not (tmp_path / "index").exists()

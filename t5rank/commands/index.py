@@ -24,8 +24,9 @@ def add_parser(subparsers) -> None:
                   "embeddings` directory (averaged word vectors, --weighting idf for the "
                   "IDF-weighted average) or a T5 checkpoint (mean-pooled encoder). See "
                   "docs/dense_retrieval.md.")
-  p.add_argument("--encoder", required=True, help="dual encoder checkpoint, embeddings directory "
-                                                  "or T5 checkpoint")
+  p.add_argument("--encoder", required=True, help="dual encoder checkpoint (shipped:NAME for one "
+                                                  "t5rank ships), embeddings directory or T5 "
+                                                  "checkpoint")
   p.add_argument("--corpus", required=True, help="corpus, JSONL or TSV (see t5rank.data.readers)")
   p.add_argument("-o", "--output", required=True, help="index directory to write")
   p.add_argument("--weighting", choices=("uniform", "idf"), default="uniform",
@@ -61,7 +62,16 @@ def files(args: argparse.Namespace):
 
   return ([Output("--output", args.output, DIRECTORY, holds(INDEX_FILE)),
            Output("the resumable shards", _work_dir(args.output), WORK, holds(SHARDS_MANIFEST))],
-          {"--corpus": args.corpus, "--encoder": args.encoder})
+          {"--corpus": args.corpus, "--encoder": _encoder(args.encoder)})
+
+
+def _encoder(encoder: str) -> str:
+  """The encoder's path (`shipped:NAME`: a model t5rank ships)."""
+  from t5rank.checkpoints import shipped
+  try:
+    return shipped.resolve(encoder)
+  except ValueError as e:
+    raise SystemExit(f"t5rank index: {e}") from None
 
 
 def _work_dir(output: str) -> str:
@@ -83,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     raise SystemExit(f"t5rank index: {e}") from None
   work_dir = _work_dir(args.output)
   try:
-    retriever = DenseRetriever.build(corpus, encoder_path=args.encoder, weighting=args.weighting,
+    retriever = DenseRetriever.build(corpus, encoder_path=_encoder(args.encoder),
+                                     weighting=args.weighting,
                                      work_dir=work_dir, shard_size=args.shard_size,
                                      hnsw_m=args.hnsw)
   except (ValueError, FileNotFoundError) as e:
