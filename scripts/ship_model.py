@@ -146,10 +146,12 @@ def main(argv=None) -> int:
         raise SystemExit(f"{trained_from} (its INIT_CHECKPOINT) is not shipped:{args.init}")
   named = {b.split("=", 1)[0].strip(): b.split("=", 1)[1].strip() for b in bindings if "=" in b}
   left_out = {"INIT_CHECKPOINT"} if args.init else set()
-  teacher_sha256 = None
-  if "TEACHER_SCORES" in named:  # a distilled model: its teacher's scores by their hash
+  teacher_sha256, teacher = None, None
+  if "TEACHER_SCORES" in named:  # a distilled model: its teacher by the hash of what made it
     from t5rank.data.teacher import read_teacher, teacher_recipe_sha256
-    teacher_sha256 = teacher_recipe_sha256(read_teacher(ast.literal_eval(named["TEACHER_SCORES"])))
+    teacher = read_teacher(ast.literal_eval(named["TEACHER_SCORES"]))
+    teacher_sha256 = teacher_recipe_sha256(teacher)
+    teacher = {k: v for k, v in teacher.items() if k != "seconds"}
     left_out.add("TEACHER_SCORES")
   hashed = [b for b in bindings if b.split("=", 1)[0].strip() not in left_out]
   recipe = gin_config.model_recipe(args.gin_file, hashed, init_sha256=init_sha256,
@@ -161,6 +163,7 @@ def main(argv=None) -> int:
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp) for f in fs)
     record = {"name": args.name, "command": args.command, "gin_files": list(args.gin_file),
               "bindings": hashed, "init": args.init, "checkpoint": checkpoint, **recipe,
+              **({"teacher": teacher} if teacher else {}),
               "step": native.read_metadata(source).get("step"),
               "trained": {"date": datetime.date.today().isoformat(), "machine": machine(),
                           "seconds": args.seconds},

@@ -13,6 +13,7 @@ import pytest
 
 from t5rank import cli
 from t5rank.checkpoints import shipped
+from t5rank.data import teacher as teacher_data
 from t5rank.training import gin_config
 
 NAMES = shipped.names()
@@ -32,6 +33,15 @@ def test_a_shipped_models_recipe_is_the_repositorys(name):
       f"the gin recipe of shipped:{name} changed since it was shipped: retrain it "
       f"({recipe['command']}) and ship it again (scripts/ship_model.py)")
   assert now == {k: recipe[k] for k in now}  # the data's version and the starting model too
+  if "teacher" in recipe:  # a distilled model: its teacher is what it was, of today's models
+    assert teacher_data.teacher_recipe_sha256(recipe["teacher"]) == recipe["teacher_sha256"]
+    teacher = recipe["teacher"]["teacher"]
+    for member in teacher.get("fusion", [teacher]):
+      if member.get("checkpoint", "").startswith(shipped.PREFIX):
+        assert member["recipe_sha256"] == shipped.read_recipe(
+            member["checkpoint"][len(shipped.PREFIX):])["sha256"], (
+            f"shipped:{name} was distilled from {member['checkpoint']} as it was then: make its "
+            "teacher scores again, retrain and ship it")
 
 
 @pytest.mark.parametrize("name", NAMES)
