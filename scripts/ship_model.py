@@ -16,9 +16,10 @@ else final) is copied to t5rank/shipped/NAME with
   slice.json: the first --slice-queries test queries of DATA (a `t5rank demo` work directory:
       data/, bm25.run), their BM25 top --slice-depth candidates with texts and BM25 scores, and this
       model's scores of them (what tests/test_shipped.py checks).
-A distilled model (a TEACHER_SCORES binding) enters its teacher by the hash of what made its scores
-(`t5rank.data.teacher.teacher_recipe_sha256`), not their path. Before copying, MODEL_DIR/config.gin must be what the gin files and bindings give (with the run's
-own MODEL_DIR): the recipe recorded is the one that trained the model. A shipped model of the same
+A distilled model (a TEACHER_SCORES binding) enters its teacher by the hash of what made its
+scores (`t5rank.data.teacher.teacher_recipe_sha256`), not their path. Before copying,
+MODEL_DIR/config.gin must be what the gin files and bindings give (with the run's own MODEL_DIR):
+the recipe recorded is the one that trained the model. A shipped model of the same
 name is refused unless --replace.
 """
 

@@ -276,6 +276,16 @@ def test_the_dual_encoder_trains_on_a_teachers_pairs_and_their_scores(tmp_path):
       dataset_fn=dataset)
   assert np.isfinite(metrics["loss"]) and metrics["loss"] > 0
   assert "margin_scale" in metrics  # γ, learned beside α
+  # a run may start from a dual encoder trained with or without γ: γ comes with the loss
+  plain = dual.DualEncoder(config.replace(loss="in_batch_softmax"))
+  params = plain.init_params(jax.random.PRNGKey(0),
+                             trainer.Init(checkpoint=str(tmp_path / "run" / "final")))
+  assert "margin_scale" not in params
+  plain.export(str(tmp_path / "plain"), params, {"step": 3})
+  again = student.init_params(jax.random.PRNGKey(1),
+                              trainer.Init(checkpoint=str(tmp_path / "plain")))
+  assert float(again["margin_scale"]) == config.scale_init  # a fresh γ
+  np.testing.assert_array_equal(again["query"]["embedding"], params["query"]["embedding"])
 
 
 def test_a_distilled_models_recipe_hash_covers_its_teacher_not_the_scores_path():
@@ -309,6 +319,7 @@ def test_a_teachers_recipe_hash_names_what_made_its_scores_not_where_or_their_la
   assert teacher_data.teacher_recipe_sha256(elsewhere) == h
   for change in (lambda i: i["teacher"].update(weights=[0.1, 0.5, 0.4]),
                  lambda i: i.update(seed=1), lambda i: i.update(negatives=10),
+                 lambda i: i.update(queries=2),
                  lambda i: i["teacher"]["fusion"][1].update(recipe_sha256="r2"),
                  lambda i: i["teacher"]["fusion"][2].update(params_sha256="p3"),  # no recipe
                  lambda i: i["teacher"]["fusion"][0].update(k1=1.2)):

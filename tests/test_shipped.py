@@ -35,13 +35,22 @@ def test_a_shipped_models_recipe_is_the_repositorys(name):
   assert now == {k: recipe[k] for k in now}  # the data's version and the starting model too
   if "teacher" in recipe:  # a distilled model: its teacher is what it was, of today's models
     assert teacher_data.teacher_recipe_sha256(recipe["teacher"]) == recipe["teacher_sha256"]
-    teacher = recipe["teacher"]["teacher"]
-    for member in teacher.get("fusion", [teacher]):
-      if member.get("checkpoint", "").startswith(shipped.PREFIX):
-        assert member["recipe_sha256"] == shipped.read_recipe(
-            member["checkpoint"][len(shipped.PREFIX):])["sha256"], (
-            f"shipped:{name} was distilled from {member['checkpoint']} as it was then: make its "
-            "teacher scores again, retrain and ship it")
+    assert not shipped.stale_teacher_members(recipe), (
+        f"shipped:{name} was distilled from {shipped.stale_teacher_members(recipe)} as they were "
+        "then: make its teacher scores again, retrain and ship it")
+
+
+def test_a_distilled_models_teacher_is_stale_when_a_shipped_member_was_retrained():
+  tk = shipped.read_recipe("tk")["sha256"]
+  teacher = {"fusion": [{"checkpoint": "bm25", "k1": 0.9, "b": 0.4},
+                        {"checkpoint": "shipped:tk", "model": "tk", "recipe_sha256": tk},
+                        {"checkpoint": "runs/mine", "model": "monot5", "recipe_sha256": "x"}]}
+  assert shipped.stale_teacher_members({"teacher": {"teacher": teacher}}) == []
+  teacher["fusion"][1]["recipe_sha256"] = "the recipe of an earlier shipped:tk"
+  assert shipped.stale_teacher_members({"teacher": {"teacher": teacher}}) == ["shipped:tk"]
+  single = {"checkpoint": "shipped:monot5", "model": "monot5", "recipe_sha256": "old"}
+  assert shipped.stale_teacher_members({"teacher": {"teacher": single}}) == ["shipped:monot5"]
+  assert shipped.stale_teacher_members({}) == []  # not distilled
 
 
 @pytest.mark.parametrize("name", NAMES)

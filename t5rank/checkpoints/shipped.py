@@ -50,6 +50,19 @@ def resolve(checkpoint: Optional[str]) -> Optional[str]:
   return checkpoint
 
 
+def stale_teacher_members(recipe: dict) -> list[str]:
+  """The shipped models that a distilled model's teacher (its recipe.json's `teacher`, teacher.json
+  as it was) names with a recipe hash other than theirs today: [] when none, or no teacher."""
+  teacher = recipe.get("teacher", {}).get("teacher", {})
+  stale = []
+  for member in teacher.get("fusion", [teacher] if teacher else []):
+    checkpoint = member.get("checkpoint") or ""
+    if checkpoint.startswith(PREFIX) and (
+        member.get("recipe_sha256") != read_recipe(checkpoint[len(PREFIX):])["sha256"]):
+      stale.append(checkpoint)
+  return stale
+
+
 def read_recipe(name: str) -> dict:
   """The recipe.json of shipped model `name`."""
   with open(os.path.join(path(name), RECIPE_FILE), encoding="utf-8") as f:

@@ -24,9 +24,9 @@ def add_parser(subparsers) -> None:
                   "embeddings` directory (averaged word vectors, --weighting idf for the "
                   "IDF-weighted average) or a T5 checkpoint (mean-pooled encoder). See "
                   "docs/dense_retrieval.md.")
-  p.add_argument("--encoder", required=True, help="dual encoder checkpoint (shipped:NAME for one "
-                                                  "t5rank ships), embeddings directory or T5 "
-                                                  "checkpoint")
+  p.add_argument("--encoder", required=True, help="dual encoder checkpoint, embeddings directory "
+                                                  "or T5 checkpoint (each may be shipped:NAME, "
+                                                  "a model t5rank ships)")
   p.add_argument("--corpus", required=True, help="corpus, JSONL or TSV (see t5rank.data.readers)")
   p.add_argument("-o", "--output", required=True, help="index directory to write")
   p.add_argument("--weighting", choices=("uniform", "idf"), default="uniform",

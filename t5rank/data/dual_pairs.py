@@ -9,7 +9,8 @@
          a question or answer and its translation count as the same)
       -> `pair_batches`: word ids (`Encoder`; `PieceEncoder` for the T5 variant) {query (B, ≤30),
          document (B, ≤256)}, + `label` for the cross_entropy loss (half positive pairs, half pool
-         negatives), or B more documents for in_batch_softmax_pool (`pool_negatives`)
+         negatives), or B more documents for in_batch_softmax_pool and
+         in_batch_softmax_margin_mse (`pool_negatives`)
     a teacher's scores (`t5rank teacher`'s directory, task `teacher:DIR`: `Pairs.of_teacher`) add
       `positive_score`, `negative_score`, `score_mask` (B,) for in_batch_softmax_margin_mse
 """
@@ -278,7 +279,8 @@ def pair_batches(data: Pairs, encoder, config, *, batch_size: int, seed: int,
   distilled = config.loss == "in_batch_softmax_margin_mse"
   if distilled and data.scores is None:
     raise ValueError("the in_batch_softmax_margin_mse loss trains on a teacher's scores: set "
-                     "MIXTURE_OR_TASK_NAME = @tk_triples.teacher_task() (t5rank teacher's directory)")
+                     "MIXTURE_OR_TASK_NAME = @tk_triples.teacher_task() (t5rank teacher's "
+                     "directory)")
   relevant = relevant_answers(data) if pooled else None
   rows = batch_size // num_shards
   batches = distinct_batches(data.batch_keys, batch_size // 2 if labelled else batch_size, seed)
@@ -329,7 +331,7 @@ def relevant_answers(data: Pairs) -> dict[int, set[int]]:
 
 def pool_negatives(data: Pairs, chosen: Sequence[tuple[int, int]], rng: np.random.Generator,
                    relevant: Optional[Mapping[int, set[int]]] = None) -> list[int]:
-  """One negative answer per (question, answer) pair of a batch, for `in_batch_softmax_pool`:
+  """One negative answer per (question, answer) pair of a batch, for the `POOL_LOSSES`:
   drawn from the question's pool (InsuranceQA's retrieved non-relevant answers), never an answer
   relevant to a question of the batch (`relevant`: `relevant_answers(data)`) nor another row's
   negative (a random such answer when the pool has none left). Pairs keyed across languages are

@@ -49,7 +49,7 @@ def teacher_recipe_sha256(info: dict) -> str:
   """The hash of what made a teacher directory's scores (teacher.json's `info`), wherever and on
   whichever machine they were computed: its members (each by its recipe's hash when it has one,
   else by its parameters' hash; BM25 by k1 and b), their weights and normalization, the split,
-  language, number of negatives and seed. A distilled model's recipe holds it
+  language, number of questions, number of negatives and seed. A distilled model's recipe holds it
   (`gin_config.model_recipe`'s teacher_sha256); the scores themselves move in their last digits
   between CPUs, and their own hash is checked whenever a student reads them (`read_teacher`)."""
   teacher = info["teacher"]
@@ -63,7 +63,7 @@ def teacher_recipe_sha256(info: dict) -> str:
       members.append({"model": member["model"], "params_sha256": member["params_sha256"]})
   parts = {"members": members, "weights": teacher.get("weights"),
            "normalization": teacher.get("normalization"),
-           **{k: info[k] for k in ("split", "language", "negatives", "seed")}}
+           **{k: info[k] for k in ("split", "language", "queries", "negatives", "seed")}}
   return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()
 
 

@@ -257,6 +257,9 @@ class T5DualEncoderConfig(JsonConfig):
       object.__setattr__(self, "t5", T5Config(**self.t5))
     if self.loss not in LOSSES:
       raise ValueError(f"unknown dual encoder loss {self.loss!r}; choose one of {LOSSES}")
+    if self.loss == "in_batch_softmax_margin_mse":
+      raise ValueError("the T5 dual encoder does not distil (in_batch_softmax_margin_mse is the "
+                       "averaged-embedding dual encoder's)")
 
   @property
   def name(self) -> str:

@@ -33,13 +33,11 @@ BM25_MEMBER = "bm25"  # a fused teacher's member that is the candidates' BM25 sc
 def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
                          weights: Optional[Sequence[float]] = None,
                          negatives: int = DEFAULT_NEGATIVES, seed: int = 0,
-                         num_queries: Optional[int] = None, progress: bool = True,
-                         recipes: Optional[Sequence[Optional[str]]] = None) -> dict:
+                         num_queries: Optional[int] = None, progress: bool = True) -> dict:
   """Writes the teacher scores of the module docstring to `directory` (resuming an interrupted
   scoring there) and returns teacher.json's content. With several `checkpoints` (`bm25` names the
   candidates' BM25 scores) the teacher is their fusion, Σ wᵢ · zscore(runᵢ) per question
-  (`t5rank fuse`'s code), each member's run kept as members/NN.run. `recipes`: each checkpoint's
-  recipe hash where the caller knows it (a model it trained); a shipped one's is read."""
+  (`t5rank fuse`'s code), each member's run kept as members/NN.run."""
   import numpy as np
 
   from t5rank.checkpoints import shipped
@@ -96,8 +94,8 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
         reranker, params, queries=data.queries, corpus=corpus, candidates=candidates, output=path,
         options=ScoringOptions(window=0, tag="teacher"), model_id=os.path.abspath(resolved),
         progress=progress))
-    recipe = recipes[i] if recipes is not None else None
-    if recipe is None and checkpoint.startswith(shipped.PREFIX):
+    recipe = None
+    if checkpoint.startswith(shipped.PREFIX):
       recipe = shipped.read_recipe(checkpoint[len(shipped.PREFIX):])["sha256"]
     members.append({"checkpoint": checkpoint, "model": reranker.name,
                     "params_sha256": params_fingerprint(params), "recipe_sha256": recipe})

@@ -89,6 +89,11 @@ class DualEncoder(Trainable):
       if any(getattr(config, f) != getattr(self.config, f) for f in shape):
         raise ValueError(f"{init.checkpoint} is a dual encoder of another word list or shape "
                          f"({', '.join(shape)} differ)")
+      # γ belongs to the distillation loss: a fresh one when this run distils from a checkpoint
+      # trained without it, none when this run does not distil
+      loaded = {k: v for k, v in loaded.items() if k != "margin_scale"}
+      if "margin_scale" in params:
+        loaded["margin_scale"] = params["margin_scale"]
       return loaded
     vocabulary, vectors = load_embeddings(init.checkpoint)
     if vocabulary.sha256 != self.vocabulary.sha256 or vectors.shape[1] != self.config.embedding_dim:
