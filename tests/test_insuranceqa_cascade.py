@@ -130,3 +130,50 @@ def test_a_model_trained_from_another_init_is_not_reused(tmp_path, monkeypatch):
                             extra={"model_sha256": "new"})
   assert trained and json.loads(trained[0]["recipe.json"])["model_sha256"] == "new"
   assert os.path.isdir(str(model_dir) + ".previous")  # the old run moved aside, not reused
+
+
+def test_distil_puts_a_tk_distilled_from_the_fused_teacher_in_tks_place(tmp_path, monkeypatch):
+  from t5rank.data.teacher import teacher_recipe_sha256
+  from t5rank.training import gin_config
+
+  calls = []
+
+  def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
+    calls.append((os.path.basename(model_dir), gin_files, list(bindings), extra))
+    return shipped.path("tk"), True  # stands for the distilled TK: training is tested elsewhere
+
+  monkeypatch.setattr(job, "prepare_model", prepare_model)
+  workdir = str(tmp_path / "iqa")
+  run = lambda: job.run_insuranceqa_cascade(workdir=workdir, num_queries=2, depths=DEPTHS,
+                                            tune_queries=3, distil=True, teacher_queries=3,
+                                            progress=False)
+  results = run()
+  teacher = json.loads(open(os.path.join(workdir, "teacher", "teacher.json")).read())
+  assert teacher["split"] == "train" and teacher["queries"] == 3 and teacher["negatives"] == 20
+  assert [m["checkpoint"] for m in teacher["teacher"]["fusion"]] == [
+      "bm25", "shipped:tk", "shipped:monot5"]  # the shipped models, by their recipes' hashes
+  assert teacher["teacher"]["weights"] == [0.05, 0.55, 0.4]
+  (name, gin_files, bindings, extra), = calls
+  assert name == "tk_distilled" and gin_files == ["gin/experiments/tk_distill_insuranceqa_cpu.gin"]
+  assert bindings == [f"TEACHER_SCORES = {os.path.join(workdir, 'teacher')!r}"]
+  # its recipe hash covers the teacher, as a shipped distilled model's would
+  assert extra == {"model_sha256": gin_config.model_recipe(
+      gin_files, [], teacher_sha256=teacher_recipe_sha256(teacher))["sha256"]}
+  assert [r["name"] for r in results["evaluation"]["stages"]] == [
+      "bm25", "tk_distilled", "tk_distilled+fusion", "monot5", "monot5+fusion", "duot5",
+      "duot5+fusion"]
+  assert results["depths"] == {"tk_distilled": 12, "monot5": 6, "duot5": 3}
+  assert results["teacher"]["source"] == "made" and results["teacher"]["pairs"] == teacher["pairs"]
+  # the same command again reuses the teacher's scores
+  scores = os.path.join(workdir, "teacher", "scores.run")
+  made = os.stat(scores).st_mtime_ns
+  again = run()
+  assert again["teacher"]["source"] == "reused" and os.stat(scores).st_mtime_ns == made
+  assert again["evaluation"] == results["evaluation"]
+
+
+def test_distil_goes_with_the_cascade_only(tmp_path):
+  with pytest.raises(SystemExit, match="--distil goes with the cascade"):
+    cli.main(["demo", "--distil", "--monot5-only", "--workdir", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--teacher-queries goes with --distil"):
+    cli.main(["demo", "--teacher-queries", "3", "--workdir", str(tmp_path / "w")])

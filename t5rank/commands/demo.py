@@ -3,6 +3,7 @@
 
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
     t5rank demo --retrain               # train TK, monoT5 and duoT5 anew first (about 40 minutes)
+    t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
     t5rank demo --queries 200           # a quick try
     t5rank demo --depths 1000,100,5     # TK over the pool, monoT5 over its top 100, duoT5 over 5
     t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
@@ -21,6 +22,15 @@ stage's run (WORKDIR/cascade), results.json and results.png. The models are the 
 for a try), trained by those recipes in WORKDIR/tk, WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that
 monoT5; interrupted training resumes, a model of the same recipe is reused). The same command run
 again reuses every stage that is done.
+
+--distil puts a distilled TK in TK's place (docs/distillation.md): the teacher, BM25, TK and monoT5
+fused with the weights .05, .55, .4, scores each InsuranceQA training question's relevant answers
+and 20 answers of its pool once (WORKDIR/teacher, as `t5rank teacher` does; about 6 minutes on 2
+cores), then TK is trained on the teacher's score margins (Margin-MSE,
+gin/experiments/tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled; about 25 minutes). With
+--retrain the teacher's models are retrained first and the teacher and the distilled TK are made
+from them. On the test pools it is no better than the shipped TK in the cascade (BENCHMARKS.md,
+"Distillation (Margin-MSE)"), which is why the default cascade keeps the undistilled one.
 
 --monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR
 runs/insuranceqa): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin
@@ -88,6 +98,12 @@ def add_parser(subparsers) -> None:
                  help=f"with --monot5-only or --cross-lingual: the training gin file(s) (default: "
                       f"{ENGLISH.gin_file}, with --cross-lingual {CROSS_LINGUAL.gin_file}); "
                       "repeatable")
+  p.add_argument("--distil", action="store_true",
+                 help="the cascade with TK distilled from the teacher BM25 + TK + monoT5 (the "
+                      "teacher's scores and the distilled TK are made in WORKDIR, ~30 minutes)")
+  p.add_argument("--teacher-queries", type=positive_int, metavar="N",
+                 help="with --distil: the teacher scores only the first N training questions "
+                      "(default: all 12,889)")
   p.add_argument("--cross-lingual", action="store_true",
                  help="the English/Chinese job on XPR pools, with a pre-trained bilingual model")
   p.add_argument("--pretrain-steps", type=positive_int, metavar="N",
@@ -130,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
   if (args.pretrain_steps or args.dense_steps) and not args.cross_lingual:
     raise SystemExit("--pretrain-steps and --dense-steps go with --cross-lingual (the English "
                      "job has no pre-training and no dual encoder)")
+  if (args.distil or args.teacher_queries) and (args.monot5_only or args.cross_lingual):
+    raise SystemExit("--distil goes with the cascade (not --monot5-only or --cross-lingual)")
+  if args.teacher_queries and not args.distil:
+    raise SystemExit("--teacher-queries goes with --distil")
   if not (args.monot5_only or args.cross_lingual):
     if args.gin_file:
       raise SystemExit("--gin_file goes with --monot5-only or --cross-lingual (the cascade's "
@@ -137,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     from t5rank.pipelines.insuranceqa_cascade import run_insuranceqa_cascade
     run_insuranceqa_cascade(workdir=args.workdir, num_queries=args.queries, depths=args.depths,
                             gin_bindings=bindings, retrain=args.retrain,
-                            tune_queries=args.tune_queries)
+                            tune_queries=args.tune_queries, distil=args.distil,
+                            teacher_queries=args.teacher_queries)
     return 0
   run_insuranceqa(workdir=args.workdir, depth=args.depth, num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,

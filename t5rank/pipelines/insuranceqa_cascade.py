@@ -9,6 +9,10 @@ stage fused with the stages before it by weights tuned on validation queries (`t
        the pool, monoT5 over the fused top DEPTHS[1] (the pool), duoT5 over the fused top
        DEPTHS[2] (10); after each reranker the fusion of it and every stage before it (z-scores,
        weights tuned there: best MRR)
+       with `distil`: the teacher, BM25 + TK + monoT5 fused with TEACHER_WEIGHTS, scores each
+       training question's relevant answers and 20 of its pool's once (WORKDIR/teacher,
+       `t5rank teacher`'s code), TK is trained on its score margins (Margin-MSE,
+       tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled) and takes TK's place in the cascade
     ─► the same cascade on the test queries (WORKDIR/cascade), the validation weights unchanged
     ─► every stage and every fusion evaluated (MRR, MRR@10, P@1, nDCG@10, MAP; paired t-tests
        against BM25 and against the row before, Bonferroni), time and pairs/s per stage
@@ -25,6 +29,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 from typing import Optional, Sequence
 
 from t5rank.files import atomic_write
@@ -40,14 +45,24 @@ TUNE_QUERIES = 200
 DEFAULT_DEPTHS = (1000, 1000, 10)
 
 
+TEACHER = "teacher"  # WORKDIR/teacher: the distillation teacher's scores of the training pools
+# the teacher: BM25, TK and monoT5 fused with the weights the shipped cascade's validation queries
+# gave its monoT5 fusion (BENCHMARKS.md, "Distillation (Margin-MSE)")
+TEACHER_MEMBERS = ("bm25", "tk", "monot5")
+TEACHER_WEIGHTS = (0.05, 0.55, 0.4)
+TEACHER_INFO = "teacher_members.json"  # in WORKDIR: the recipes of the models the teacher fused
+
+
 @dataclasses.dataclass(frozen=True)
 class Model:
   """A model of the cascade: trained by `gin_file` with `bindings` (and the job's own for monoT5),
-  from the model named `init` (its INIT_CHECKPOINT), shipped as shipped:NAME."""
+  from the model named `init` (its INIT_CHECKPOINT), on the teacher's scores when `distilled`
+  (its TEACHER_SCORES), shipped as shipped:NAME."""
   name: str
   gin_file: str
   bindings: tuple[str, ...] = ()
   init: Optional[str] = None
+  distilled: bool = False
 
 
 MODELS = (
@@ -55,6 +70,8 @@ MODELS = (
     Model("monot5", DEFAULT_GIN_FILE),
     Model("duot5", "gin/experiments/duot5_insuranceqa_cpu.gin", init="monot5"),
 )
+DISTILLED_TK = Model("tk_distilled", "gin/experiments/tk_distill_insuranceqa_cpu.gin",
+                     distilled=True)
 
 
 def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain: bool = False,
@@ -63,15 +80,20 @@ def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain
   ...}). The shipped model when its recipe is what the repository's gin files give and nothing was
   retrained; else the model of WORKDIR/NAME by that recipe (`prepare_model`: reused, resumed or
   trained). `trained` maps the names of models prepared before to their recipe hashes and
-  checkpoints (a model starting from a retrained one is retrained)."""
+  checkpoints, and TEACHER to the teacher's recipe hash and directory (a model starting from a
+  retrained one, or distilled from new teacher scores, is retrained)."""
   from t5rank.checkpoints import native, shipped
   from t5rank.training import gin_config
 
   init_sha256, init_path, init_new = None, None, False
   if model.init:
     init_sha256, init_path, init_new = trained[model.init]
+  teacher_sha256, teacher = None, []
+  if model.distilled:
+    teacher_sha256, teacher_dir, teacher_new = trained[TEACHER]
+    teacher, init_new = [f"TEACHER_SCORES = {teacher_dir!r}"], init_new or teacher_new
   wanted = gin_config.model_recipe([model.gin_file], [*model.bindings, *bindings],
-                                   init_sha256=init_sha256)
+                                   init_sha256=init_sha256, teacher_sha256=teacher_sha256)
   ship = shipped.read_recipe(model.name) if model.name in shipped.names() else None
   model_dir = os.path.join(workdir, model.name)
   own = _read_json(os.path.join(model_dir, RECIPE_FILE)) or {}
@@ -81,7 +103,7 @@ def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain
   else:
     init = [f"INIT_CHECKPOINT = {init_path!r}"] if model.init else []
     checkpoint, now = prepare_model(model_dir, [model.gin_file],
-                                    [*model.bindings, *bindings, *init],
+                                    [*model.bindings, *bindings, *init, *teacher],
                                     retrain=retrain or init_new,
                                     extra={"model_sha256": wanted["sha256"]})
     if native.is_native_checkpoint(os.path.join(model_dir, "best")):
@@ -97,15 +119,17 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                             num_queries: Optional[int] = None,
                             depths: Sequence[int] = DEFAULT_DEPTHS,
                             gin_bindings: Sequence[str] = (), retrain: bool = False,
-                            tune_queries: int = TUNE_QUERIES, progress: bool = True) -> dict:
+                            tune_queries: int = TUNE_QUERIES, distil: bool = False,
+                            teacher_queries: Optional[int] = None, progress: bool = True) -> dict:
   """Runs the job (module docstring) in `workdir` (runs/insuranceqa_cascade by default) on the first
   `num_queries` test queries (all 2,000 when None); `depths` are TK's, monoT5's and duoT5's;
-  `gin_bindings` change every model's recipe (e.g. TRAIN_STEPS for a try). Returns what
-  results.json holds."""
-  if len(depths) != len(MODELS) or min(depths) < 1 or tune_queries < 1 or (
-      num_queries is not None and num_queries < 1):
+  `gin_bindings` change every model's recipe (e.g. TRAIN_STEPS for a try); `distil`: the cascade's
+  TK is distilled from the teacher's scores of the first `teacher_queries` training questions (all
+  12,889 when None). Returns what results.json holds."""
+  if len(depths) != len(MODELS) or min(depths) < 1 or tune_queries < 1 or any(
+      n is not None and n < 1 for n in (num_queries, teacher_queries)):
     raise ValueError(f"{len(MODELS)} positive depths and positive numbers of queries, got "
-                     f"{list(depths)}, {num_queries}, {tune_queries}")
+                     f"{list(depths)}, {num_queries}, {tune_queries}, {teacher_queries}")
   workdir = workdir or DEFAULT_WORKDIR
   os.makedirs(workdir, exist_ok=True)
   with atomic_write(os.path.join(workdir, JOB_FILE)) as f:
@@ -116,9 +140,18 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
   stages = [Stage(f"export: {ENGLISH.name}", functools.partial(_export, ENGLISH, num_queries)),
             Stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}) over each query's answer pool",
                   functools.partial(_bm25, ENGLISH, 1000))]
+  cascade = [m.name for m in MODELS]
   for model in MODELS:
     stages.append(Stage(f"model: {model.name}", functools.partial(
         _model, model, list(gin_bindings), retrain)))
+  if distil:
+    stages += [Stage(f"the teacher ({' + '.join(TEACHER_MEMBERS)}, weights "
+                     f"{', '.join(map(str, TEACHER_WEIGHTS))}) scores the training pools",
+                     functools.partial(_teacher, retrain, teacher_queries)),
+               Stage(f"model: {DISTILLED_TK.name}", functools.partial(
+                   _model, DISTILLED_TK, list(gin_bindings), retrain))]
+    cascade[0] = DISTILLED_TK.name
+  record["cascade_models"] = cascade
   stages += [
       Stage(f"the cascade on the first {tune_queries} validation queries: the fusion weights",
             functools.partial(_cascade, "valid", depths, tune_queries, progress)),
@@ -137,6 +170,45 @@ def _model(model: Model, bindings: Sequence[str], retrain: bool, record: Record)
           checkpoint)
 
 
+def _teacher(retrain: bool, queries: Optional[int], record: Record):
+  """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code): reused when
+  they were made from the same models' recipes, resumed when interrupted, otherwise (the old
+  directory moved to WORKDIR/teacher.previous) made anew."""
+  from t5rank.data.teacher import TEACHER_FILE, teacher_recipe_sha256
+  from t5rank.pipelines.teacher import BM25_MEMBER, build_teacher_scores
+
+  trained, models = record["trained"], record["models"]
+  checkpoints = [BM25_MEMBER if name == BM25_MEMBER else f"shipped:{name}"
+                 if models[name]["source"] == "shipped" else models[name]["checkpoint"]
+                 for name in TEACHER_MEMBERS]
+  wanted = {"members": checkpoints, "weights": list(TEACHER_WEIGHTS), "queries": queries,
+            "recipes": {name: trained[name][0] for name in TEACHER_MEMBERS if name in trained}}
+  directory = os.path.join(record.workdir, TEACHER)
+  info_path = os.path.join(record.workdir, TEACHER_INFO)
+  same = _read_json(info_path) == wanted and not retrain and not any(
+      trained[name][2] for name in wanted["recipes"])
+  done = os.path.join(directory, TEACHER_FILE)
+  if same and os.path.exists(done):
+    info, new = _read_json(done), False
+  else:
+    if os.path.exists(directory) and not same:
+      previous = directory + ".previous"
+      print(f"{directory}: made from other models; moving it to {previous}", flush=True)
+      shutil.rmtree(previous, ignore_errors=True)
+      os.rename(directory, previous)
+    with atomic_write(info_path) as f:
+      json.dump(wanted, f, indent=1)
+    info, new = build_teacher_scores(directory, checkpoints, weights=TEACHER_WEIGHTS,
+                                     num_queries=queries), True
+  trained[TEACHER] = (teacher_recipe_sha256(info), directory, new)
+  record["teacher"] = {"directory": directory, "members": checkpoints,
+                       "weights": list(TEACHER_WEIGHTS), "queries": info["queries"],
+                       "pairs": info["pairs"], "recipe_sha256": trained[TEACHER][0],
+                       "source": "made" if new else "reused"}
+  return ("teacher scores" if new else "reuse teacher scores",
+          f"{info['pairs']} pairs of {info['queries']} training questions")
+
+
 def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: bool,
              record: Record) -> tuple[str, str]:
   """One cascade: on the validation queries tuning the fusion weights, on the test queries with
@@ -153,8 +225,8 @@ def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: boo
   else:
     queries, qrels, corpus, first = (record["queries"], record["qrels"], record["corpus"],
                                      record["bm25"])
-  stages = [RerankStage(info["checkpoint"], depth, name, fuse=True)
-            for (name, info), depth in zip(record["models"].items(), depths)]
+  stages = [RerankStage(record["models"][name]["checkpoint"], depth, name, fuse=True)
+            for name, depth in zip(record["cascade_models"], depths)]
   weights = None if split == "valid" else FusionSource(
       weights=record["valid"]["fusion"], described="the validation cascade's weights")
   results = run_cascade(
@@ -174,7 +246,8 @@ def _report(record: Record, depths: Sequence[int], tune_queries: int) -> dict:
   results = {
       "dataset": ENGLISH.name, "queries": len(record["queries"]),
       "first_stage": {"bm25": {"k1": BM25_K1, "b": BM25_B}, "candidates": "each query's pool"},
-      "depths": dict(zip(record["models"], depths)), "models": record["models"],
+      "depths": dict(zip(record["cascade_models"], depths)), "models": record["models"],
+      **({"teacher": record["teacher"]} if "teacher" in record else {}),
       "fusion": {"tuned_on": f"the first {tune_queries} validation queries (MRR)",
                  "weights": test["fusion"],
                  "validation": record["valid"].get("evaluation")},
@@ -183,7 +256,8 @@ def _report(record: Record, depths: Sequence[int], tune_queries: int) -> dict:
       "files": {"chart": os.path.join(record.workdir, "results.png"),
                 "qrels": record["paths"]["qrels.txt"]}}
   plot_cascade(test["evaluation"], results["files"]["chart"],
-               f"{ENGLISH.name}, {len(record['queries'])} queries: BM25 → TK (top {depths[0]}) → "
+               f"{ENGLISH.name}, {len(record['queries'])} queries: BM25 → "
+               f"{'TK distilled' if 'teacher' in record else 'TK'} (top {depths[0]}) → "
                f"monoT5 (top {depths[1]}) → duoT5 (top {depths[2]}),\neach fused with the stages "
                f"before it (weights tuned on {tune_queries} validation queries)")
   with atomic_write(os.path.join(record.workdir, "results.json")) as f:
