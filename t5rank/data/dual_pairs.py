@@ -26,7 +26,7 @@ import numpy as np
 from t5rank.data.cross_lingual import pair_layouts, relevant_rows
 from t5rank.data.insuranceqa import load_split
 from t5rank.data.pseudo_queries import insuranceqa_with_pseudo_queries
-from t5rank.data.tk_triples import TEACHER_PREFIX
+from t5rank.data.teacher import TEACHER_PREFIX
 from t5rank.data.xpi import xpi_table
 from t5rank.models.batching import round_up
 from t5rank.models.dual_encoder import POOL_LOSSES

@@ -25,6 +25,7 @@ from t5rank.files import sha256_file
 TEACHER_FILE = "teacher.json"
 CANDIDATES_FILE = "candidates.run"
 SCORES_FILE = "scores.run"
+TEACHER_PREFIX = "teacher:"  # a student's task name: teacher:DIR (TK triples, dual encoder pairs)
 
 
 def read_teacher(directory: str) -> dict:

@@ -35,7 +35,6 @@ def _generic():
 SOURCES: dict[str, Callable[[], Any]] = {
     "insuranceqa_en": _insuranceqa("en"), "insuranceqa_zh": _insuranceqa("zh"),
     "generic": _generic}
-TEACHER_PREFIX = "teacher:"
 
 
 def teacher_task(directory: str) -> str:
@@ -43,7 +42,7 @@ def teacher_task(directory: str) -> str:
   source whose triples carry the teacher's two scores (`t5rank.data.teacher.teacher_table`): a
   gin recipe says `MIXTURE_OR_TASK_NAME = @tk_triples.teacher_task()` with
   `tk_triples.teacher_task.directory = %TEACHER_SCORES`. The directory is checked now."""
-  from t5rank.data.teacher import read_teacher, teacher_table
+  from t5rank.data.teacher import TEACHER_PREFIX, read_teacher, teacher_table
 
   directory = os.path.abspath(directory)
   read_teacher(directory)
