@@ -205,7 +205,7 @@ def _teacher(retrain: bool, queries: Optional[int], record: Record):
                        "weights": list(TEACHER_WEIGHTS), "queries": info["queries"],
                        "pairs": info["pairs"], "recipe_sha256": trained[TEACHER][0],
                        "source": "made" if new else "reused"}
-  return ("teacher scores" if new else "reuse teacher scores",
+  return ("teacher scores" if new else "reused teacher scores",
           f"{info['pairs']} pairs of {info['queries']} training questions")
 
 
