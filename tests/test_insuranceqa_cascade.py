@@ -139,22 +139,23 @@ def test_distil_puts_a_tk_distilled_from_the_fused_teacher_in_tks_place(tmp_path
   calls = []
 
   def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
-    calls.append((os.path.basename(model_dir), gin_files, list(bindings), extra))
+    calls.append((os.path.basename(model_dir), gin_files, list(bindings), extra, retrain))
     return shipped.path("tk"), True  # stands for the distilled TK: training is tested elsewhere
 
   monkeypatch.setattr(job, "prepare_model", prepare_model)
   workdir = str(tmp_path / "iqa")
-  run = lambda: job.run_insuranceqa_cascade(workdir=workdir, num_queries=2, depths=DEPTHS,
-                                            tune_queries=3, distil=True, teacher_queries=3,
-                                            progress=False)
+  run = lambda n=3: job.run_insuranceqa_cascade(workdir=workdir, num_queries=2, depths=DEPTHS,
+                                                tune_queries=3, distil=True, teacher_queries=n,
+                                                progress=False)
   results = run()
   teacher = json.loads(open(os.path.join(workdir, "teacher", "teacher.json")).read())
   assert teacher["split"] == "train" and teacher["queries"] == 3 and teacher["negatives"] == 20
   assert [m["checkpoint"] for m in teacher["teacher"]["fusion"]] == [
       "bm25", "shipped:tk", "shipped:monot5"]  # the shipped models, by their recipes' hashes
   assert teacher["teacher"]["weights"] == [0.05, 0.55, 0.4]
-  (name, gin_files, bindings, extra), = calls
+  (name, gin_files, bindings, extra, retrain), = calls
   assert name == "tk_distilled" and gin_files == ["gin/experiments/tk_distill_insuranceqa_cpu.gin"]
+  assert retrain  # new teacher scores: a distilled TK in the work directory is not reused
   assert bindings == [f"TEACHER_SCORES = {os.path.join(workdir, 'teacher')!r}"]
   # its recipe hash covers the teacher, as a shipped distilled model's would
   assert extra == {"model_sha256": gin_config.model_recipe(
@@ -169,7 +170,15 @@ def test_distil_puts_a_tk_distilled_from_the_fused_teacher_in_tks_place(tmp_path
   made = os.stat(scores).st_mtime_ns
   again = run()
   assert again["teacher"]["source"] == "reused" and os.stat(scores).st_mtime_ns == made
-  assert again["evaluation"] == results["evaluation"]
+  assert again["evaluation"] == results["evaluation"] and calls[-1][4] is False
+  # damaged scores, or another number of questions: made again, the old ones moved aside
+  with open(scores, "a") as f:
+    f.write("\n")
+  assert run()["teacher"]["source"] == "made" and calls[-1][4] is True
+  assert os.path.isdir(os.path.join(workdir, "teacher.previous"))
+  assert run(4)["teacher"]["queries"] == 4
+  assert json.loads(open(os.path.join(workdir, "teacher.previous", "teacher.json")).read())[
+      "queries"] == 3
 
 
 def test_distil_goes_with_the_cascade_only(tmp_path):

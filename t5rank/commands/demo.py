@@ -18,10 +18,10 @@ to the test queries. It prints every stage and every fusion (MRR, MRR@10, P@1, n
 t-tests against BM25 and against the row before, Bonferroni; time and pairs/s) and writes each
 stage's run (WORKDIR/cascade), results.json and results.png. The models are the shipped ones
 (t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else, with
---retrain or a --gin.NAME=VALUE binding (it applies to all three recipes, e.g. --gin.TRAIN_STEPS=20
-for a try), trained by those recipes in WORKDIR/tk, WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that
-monoT5; interrupted training resumes, a model of the same recipe is reused). The same command run
-again reuses every stage that is done.
+--retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
+--gin.TRAIN_STEPS=20 for a try), trained by those recipes in WORKDIR/tk, WORKDIR/monot5,
+WORKDIR/duot5 (duoT5 from that monoT5; interrupted training resumes, a model of the same recipe is
+reused). The same command run again reuses every stage that is done.
 
 --distil puts a distilled TK in TK's place (docs/distillation.md): the teacher, BM25, TK and monoT5
 fused with the weights .05, .55, .4, scores each InsuranceQA training question's relevant answers
@@ -30,7 +30,8 @@ cores), then TK is trained on the teacher's score margins (Margin-MSE,
 gin/experiments/tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled; about 25 minutes). With
 --retrain the teacher's models are retrained first and the teacher and the distilled TK are made
 from them. On the test pools it is no better than the shipped TK in the cascade (BENCHMARKS.md,
-"Distillation (Margin-MSE)"), which is why the default cascade keeps the undistilled one.
+"Distillation (Margin-MSE)"), which is why the default cascade keeps the undistilled one. The
+results replace the plain cascade's in WORKDIR: give --distil its own --workdir to keep both.
 
 --monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR
 runs/insuranceqa): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin

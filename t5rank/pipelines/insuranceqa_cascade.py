@@ -166,34 +166,46 @@ def _model(model: Model, bindings: Sequence[str], retrain: bool, record: Record)
   checkpoint, info = prepare(model, record.workdir, bindings=bindings, retrain=retrain,
                              trained=trained)
   record.values.setdefault("models", {})[model.name] = info
+  if info["source"] == "trained" and model.name in TEACHER_MEMBERS:
+    # a teacher member retrained in place (same path, maybe the same recipe): the teacher's
+    # scores, if any, are of its old weights and are made again when next asked for
+    teacher_info = os.path.join(record.workdir, TEACHER_INFO)
+    if os.path.exists(teacher_info):
+      os.remove(teacher_info)
   return (f"{info['source'] if info['source'] != 'trained' else 'train'} {model.name}",
           checkpoint)
 
 
 def _teacher(retrain: bool, queries: Optional[int], record: Record):
   """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code): reused when
-  they were made from the same models' recipes, resumed when interrupted, otherwise (the old
-  directory moved to WORKDIR/teacher.previous) made anew."""
-  from t5rank.data.teacher import TEACHER_FILE, teacher_recipe_sha256
+  they were made from the same models (none trained since) and are intact, resumed when
+  interrupted, otherwise (the old directory moved to WORKDIR/teacher.previous) made anew."""
+  from t5rank.data.teacher import TEACHER_FILE, read_teacher, teacher_recipe_sha256
   from t5rank.pipelines.teacher import BM25_MEMBER, build_teacher_scores
 
   trained, models = record["trained"], record["models"]
   checkpoints = [BM25_MEMBER if name == BM25_MEMBER else f"shipped:{name}"
-                 if models[name]["source"] == "shipped" else models[name]["checkpoint"]
-                 for name in TEACHER_MEMBERS]
+                 if models[name]["source"] == "shipped"
+                 else os.path.abspath(models[name]["checkpoint"]) for name in TEACHER_MEMBERS]
   wanted = {"members": checkpoints, "weights": list(TEACHER_WEIGHTS), "queries": queries,
             "recipes": {name: trained[name][0] for name in TEACHER_MEMBERS if name in trained}}
-  directory = os.path.join(record.workdir, TEACHER)
+  directory = os.path.abspath(os.path.join(record.workdir, TEACHER))
   info_path = os.path.join(record.workdir, TEACHER_INFO)
   same = _read_json(info_path) == wanted and not retrain and not any(
       trained[name][2] for name in wanted["recipes"])
-  done = os.path.join(directory, TEACHER_FILE)
-  if same and os.path.exists(done):
-    info, new = _read_json(done), False
+  info, problem = None, None
+  if same:
+    try:
+      info = read_teacher(directory)
+    except ValueError as e:  # not finished (resumed below), or damaged (made again)
+      problem = str(e) if os.path.exists(os.path.join(directory, TEACHER_FILE)) else None
+  if info is not None:
+    new = False
   else:
-    if os.path.exists(directory) and not same:
+    if os.path.exists(directory) and (problem or not same):
       previous = directory + ".previous"
-      print(f"{directory}: made from other models; moving it to {previous}", flush=True)
+      print(f"{directory}: {problem or 'made from other models or questions'}; moving it to "
+            f"{previous}", flush=True)
       shutil.rmtree(previous, ignore_errors=True)
       os.rename(directory, previous)
     with atomic_write(info_path) as f:
