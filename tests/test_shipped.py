@@ -20,7 +20,7 @@ NAMES = shipped.names()
 
 
 def test_the_demo_models_are_shipped():
-  assert {"monot5", "duot5", "tk"} <= set(NAMES)
+  assert {"monot5", "duot5", "tk", "dual_encoder"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
