@@ -2,7 +2,7 @@
 → duoT5, with the models t5rank ships.
 
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
-    t5rank demo --retrain               # train TK, monoT5 and duoT5 anew first (about 40 minutes)
+    t5rank demo --retrain               # train TK, monoT5 and duoT5 anew first (45 minutes in all)
     t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
     t5rank demo --queries 200           # a quick try
     t5rank demo --depths 1000,100,5     # TK over the pool, monoT5 over its top 100, duoT5 over 5
