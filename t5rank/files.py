@@ -26,6 +26,7 @@ import ctypes
 import dataclasses
 import glob
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -197,6 +198,24 @@ def atomic_directory(directory: str) -> Iterator[str]:
 
 
 # ----------------------------------------------------------------------------------- manifests
+
+
+def read_json(path: str) -> Optional[dict]:
+  """The JSON value in `path`, or None when there is no such file."""
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def move_aside(path: str, reason: str) -> str:
+  """Moves `path` (a directory a job made and now makes anew) to `path.previous`, replacing an older
+  one there, and says why; returns where it went."""
+  previous = path.rstrip(os.sep) + ".previous"
+  print(f"{path}: {reason}; moving it to {previous}", flush=True)
+  shutil.rmtree(previous, ignore_errors=True)
+  os.rename(path, previous)
+  return previous
 
 
 def sha256_file(path: str) -> str:

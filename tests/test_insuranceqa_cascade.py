@@ -116,7 +116,7 @@ def test_each_demo_job_refuses_the_others_work_directory(demo, tmp_path):
 
 
 def test_a_model_trained_from_another_init_is_not_reused(tmp_path, monkeypatch):
-  from t5rank.pipelines import insuranceqa
+  from t5rank.pipelines import training_runs
   from t5rank.training import gin_config
 
   model = job.MODELS[2]  # duoT5, from monoT5
@@ -126,7 +126,7 @@ def test_a_model_trained_from_another_init_is_not_reused(tmp_path, monkeypatch):
   (model_dir / "recipe.json").write_text(json.dumps({**wanted, "model_sha256": "old"}))
   trained = []
   monkeypatch.setattr(gin_config, "train_configured", lambda record: trained.append(record))
-  insuranceqa.prepare_model(str(model_dir), [model.gin_file], ["INIT_CHECKPOINT = '/m/final'"],
+  training_runs.prepare_model(str(model_dir), [model.gin_file], ["INIT_CHECKPOINT = '/m/final'"],
                             extra={"model_sha256": "new"})
   assert trained and json.loads(trained[0]["recipe.json"])["model_sha256"] == "new"
   assert os.path.isdir(str(model_dir) + ".previous")  # the old run moved aside, not reused
@@ -181,8 +181,133 @@ def test_distil_puts_a_tk_distilled_from_the_fused_teacher_in_tks_place(tmp_path
       "queries"] == 3
 
 
+def test_the_teacher_is_made_again_when_a_member_is_retrained_in_place(tmp_path, monkeypatch):
+  import shutil
+
+  from t5rank.data import teacher as teacher_data
+  from t5rank.pipelines import teacher as teacher_pipeline
+  from t5rank.pipelines.stages import Record
+
+  made, info = [], {"queries": 2, "pairs": 44}
+
+  def build(directory, checkpoints, **kwargs):  # the scoring itself is tested in test_teacher.py
+    made.append(checkpoints)
+    os.makedirs(directory, exist_ok=True)
+    return info
+
+  monkeypatch.setattr(teacher_pipeline, "build_teacher_scores", build)
+  monkeypatch.setattr(teacher_data, "read_teacher", lambda directory: info)
+  monkeypatch.setattr(teacher_data, "teacher_recipe_sha256", lambda info: "the teacher's recipe")
+  monot5_dir = tmp_path / "monot5"
+  shutil.copytree(shipped.path("monot5"), monot5_dir)
+  record = Record(str(tmp_path))
+  record["trained"] = {"tk": ("tk recipe", shipped.path("tk"), False),
+                       "monot5": ("monot5 recipe", str(monot5_dir), False)}
+  record["models"] = {"tk": {"source": "shipped", "checkpoint": shipped.path("tk")},
+                      "monot5": {"source": "reused", "checkpoint": str(monot5_dir)}}
+  job._teacher(False, 2, record)
+  job._teacher(False, 2, record)
+  assert len(made) == 1 and record["teacher"]["source"] == "reused"
+  # trained again at the same path by the same recipe: other weights, so other teacher scores
+  manifest = json.loads((monot5_dir / "manifest.json").read_text())
+  manifest["metadata.json"]["sha256"] = "0" * 64
+  (monot5_dir / "manifest.json").write_text(json.dumps(manifest))
+  job._teacher(False, 2, record)
+  assert len(made) == 2 and record["teacher"]["source"] == "made"
+  assert (tmp_path / "teacher.previous").is_dir()
+
+
 def test_distil_goes_with_the_cascade_only(tmp_path):
-  with pytest.raises(SystemExit, match="--distil goes with the cascade"):
+  with pytest.raises(SystemExit, match="--distil goes with the English cascade"):
     cli.main(["demo", "--distil", "--monot5-only", "--workdir", str(tmp_path / "w")])
   with pytest.raises(SystemExit, match="--teacher-queries goes with --distil"):
     cli.main(["demo", "--teacher-queries", "3", "--workdir", str(tmp_path / "w")])
+
+
+# ------------------------------------------------------------------- the cross-lingual cascade
+
+XPR_DEPTHS = (10, 4)
+
+
+@pytest.fixture(scope="module")
+def xpr_demo(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("xpr") / "xpr")
+  results = job.run_insuranceqa_cascade(workdir=workdir, num_queries=4, depths=XPR_DEPTHS,
+                                        tune_queries=5, progress=False, job=job.XPR_CASCADE)
+  return workdir, results
+
+
+def test_the_cross_lingual_demo_runs_the_shipped_bilingual_models(xpr_demo):
+  workdir, results = xpr_demo
+  assert {n: m["source"] for n, m in results["models"].items()} == {
+      "xpr_pretrained": "shipped", "xpr_monot5": "shipped", "xpr_dual_encoder_xpi": "shipped",
+      "xpr_dual_encoder": "shipped"}
+  rows = ["bm25", "dual_encoder", "dual_encoder+fusion", "monot5", "monot5+fusion"]
+  assert [r["name"] for r in results["evaluation"]["stages"]] == rows
+  assert results["evaluation"]["metrics"] == ["P@1", "acc@10", "MRR", "MAP"]
+  assert results["first_stage"]["bm25"]["language"] == "zh"
+  assert results["depths"] == {"xpr_dual_encoder": 10, "xpr_monot5": 4}
+  assert results["fusion"]["weights"]["monot5+fusion"]["runs"] == ["bm25", "dual_encoder",
+                                                                  "monot5"]
+  # every row by query and answer language
+  assert sorted(results["languages"]) == sorted(rows)
+  first = os.path.join(workdir, "cascade", "00_bm25.run")  # BM25 over the 4 queries' pools
+  with open(os.path.join(workdir, "data", "queries.tsv"), encoding="utf-8") as f:
+    queries = [line for line in f if line.split("\t")[0] in read_run(first)]
+  assert len(queries) == 4
+
+
+def test_the_cross_lingual_cascade_is_t5rank_rerank_with_the_shipped_models(xpr_demo, tmp_path):
+  workdir, _ = xpr_demo
+  data = os.path.join(workdir, "data")
+  (tmp_path / "q.tsv").write_text("".join(
+      line for line in open(os.path.join(data, "queries.tsv"), encoding="utf-8")
+      if line.split("\t")[0] in read_run(os.path.join(workdir, "bm25.run"))), encoding="utf-8")
+  argv = ["rerank", "--queries", str(tmp_path / "q.tsv"), "--corpus",
+          os.path.join(data, "corpus.jsonl"), "--run", os.path.join(workdir, "bm25.run")]
+  for (row, model), depth in zip(job.XPR_CASCADE.rerankers, XPR_DEPTHS):
+    argv += ["--stage", f"{row}=shipped:{model}@{depth}", "--fuse"]
+  argv += ["--fusion-weights", os.path.join(workdir, "valid_cascade", "results.json"), "-o",
+           str(tmp_path / "rerank")]
+  assert cli.main(argv) == 0
+  for path in sorted(os.listdir(os.path.join(workdir, "cascade"))):
+    if path.endswith(".run") and not path.startswith("00_"):
+      assert read_run(str(tmp_path / "rerank" / path)) == read_run(
+          os.path.join(workdir, "cascade", path)), path
+
+
+def test_the_cross_lingual_models_train_each_from_the_one_before(tmp_path, monkeypatch):
+  calls = []
+
+  def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
+    calls.append((os.path.basename(model_dir), gin_files, list(bindings), retrain))
+    return shipped.path(os.path.basename(model_dir)), True
+
+  monkeypatch.setattr(job, "prepare_model", prepare_model)
+  trained = {}
+  steps = {"xpr_pretrained": ["TRAIN_STEPS = 7"], "xpr_dual_encoder_xpi": ["TRAIN_STEPS = 5"]}
+  for model in job.XPR_MODELS:
+    job.prepare(model, str(tmp_path), bindings=steps.get(model.name, ()), trained=trained)
+  assert [c[0] for c in calls] == ["xpr_pretrained", "xpr_monot5", "xpr_dual_encoder_xpi",
+                                   "xpr_dual_encoder"]
+  assert calls[0][2] == ["TRAIN_STEPS = 7"]
+  assert calls[1][2] == [f"INIT_CHECKPOINT = {shipped.path('xpr_pretrained')!r}"]
+  assert calls[1][3]  # from a model trained now: trained anew too
+  assert calls[2][2] == ["MIXTURE_OR_TASK_NAME = 'xpi_enzh'", "TRAIN_STEPS = 2000",
+                         "TRAIN_STEPS = 5"]  # the later binding of a name wins
+  assert calls[3][2][-1].startswith("INIT_CHECKPOINT = ") and calls[3][3]
+
+
+def test_the_cascades_depths_and_directories_are_their_own(xpr_demo, demo, tmp_path):
+  with pytest.raises(SystemExit, match="--depths: 2 numbers, DUAL_ENCODER,MONOT5"):
+    cli.main(["demo", "--cross-lingual", "--depths", "10,5,2", "--workdir", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--depths goes with the cascades"):
+    cli.main(["demo", "--monot5-only", "--depths", "10,5,2", "--workdir", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--pretrain-steps and --dense-steps go with"):
+    cli.main(["demo", "--pretrain-steps", "3", "--workdir", str(tmp_path / "w")])
+  assert not (tmp_path / "w").exists()
+  with pytest.raises(ValueError, match="the work directory of 't5rank demo --cross-lingual"):
+    job.run_insuranceqa_cascade(workdir=xpr_demo[0], num_queries=2, progress=False)
+  with pytest.raises(ValueError, match="the work directory of 't5rank demo: the InsuranceQA"):
+    job.run_insuranceqa_cascade(workdir=demo[0], num_queries=2, progress=False,
+                                job=job.XPR_CASCADE)

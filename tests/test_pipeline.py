@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from t5rank.pipelines import insuranceqa as pipeline
+from t5rank.pipelines import jobs as data
+from t5rank.pipelines import training_runs
 from t5rank.checkpoints.models import load_reranker
 from t5rank.ranking import scorer as scoring
 from t5rank.training import gin_config
@@ -82,10 +84,10 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
       saved["hybrid"]["validation_MRR"].values())
   assert saved["evaluation"]["comparisons"] == 2
   for r in runs:
-    assert set(r["mean"]) == set(pipeline.METRICS)
+    assert set(r["mean"]) == set(data.METRICS)
     assert all(0.0 <= v <= 1.0 for v in r["mean"].values())
   for r in runs[1:]:
-    assert set(r["vs_baseline"]) == set(pipeline.METRICS)
+    assert set(r["vs_baseline"]) == set(data.METRICS)
     assert 0.0 <= r["vs_baseline"]["MRR"]["p"] <= 1.0
   assert set(saved["timings_s"]) == {"export", "bm25", "train", "rerank", "tune", "evaluate",
                                      "total"}
@@ -93,7 +95,7 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   assert set(read_qrels(saved["files"]["qrels"])) == set(qids)
   for name, r in zip(("bm25", "monot5", "hybrid"), runs):
     figures = evaluate(read_qrels(saved["files"]["qrels"]),
-                       {name: read_run(saved["files"][name])}, pipeline.METRICS)
+                       {name: read_run(saved["files"][name])}, data.METRICS)
     assert figures["runs"][0]["mean"] == r["mean"], name
   with open(os.path.join(workdir, "results.png"), "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -119,10 +121,10 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
 
 
 def test_recipe_hash_follows_the_gin_config_but_not_model_dir():
-  base = gin_config.recipe([pipeline.DEFAULT_GIN_FILE], TINY_RECIPE)
-  assert gin_config.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "MODEL_DIR = '/elsewhere'"]
+  base = gin_config.recipe([data.DEFAULT_GIN_FILE], TINY_RECIPE)
+  assert gin_config.recipe([data.DEFAULT_GIN_FILE], [*TINY_RECIPE, "MODEL_DIR = '/elsewhere'"]
                          ) == base
-  other = gin_config.recipe([pipeline.DEFAULT_GIN_FILE], [*TINY_RECIPE, "TRAIN_STEPS = 3"])
+  other = gin_config.recipe([data.DEFAULT_GIN_FILE], [*TINY_RECIPE, "TRAIN_STEPS = 3"])
   assert other["sha256"] != base["sha256"] and "TRAIN_STEPS = 3" in other["gin"]
 
 
@@ -156,20 +158,20 @@ def test_prepare_model_reuses_resumes_or_moves_aside_by_recipe(tmp_path, monkeyp
         f.write("{}")
 
   monkeypatch.setattr(gin_config, "train_configured", fake_training)
-  gin_files = [pipeline.DEFAULT_GIN_FILE]
-  assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE) == (
+  gin_files = [data.DEFAULT_GIN_FILE]
+  assert training_runs.prepare_model(model_dir, gin_files, TINY_RECIPE) == (
       os.path.join(model_dir, "final"), True)
-  assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE)[1] is False  # same recipe
+  assert training_runs.prepare_model(model_dir, gin_files, TINY_RECIPE)[1] is False  # same recipe
   assert calls == [2]
   os.remove(os.path.join(model_dir, "final", "config.json"))  # as if training was interrupted
-  assert pipeline.prepare_model(model_dir, gin_files, TINY_RECIPE)[1] is True  # resumed in place
+  assert training_runs.prepare_model(model_dir, gin_files, TINY_RECIPE)[1] is True  # resumed in place
   assert calls == [2, 2] and not os.path.exists(model_dir + ".previous")
-  assert pipeline.prepare_model(model_dir, gin_files, [*TINY_RECIPE, "TRAIN_STEPS = 3"])[1] is True
+  assert training_runs.prepare_model(model_dir, gin_files, [*TINY_RECIPE, "TRAIN_STEPS = 3"])[1] is True
   assert calls == [2, 2, 3] and os.path.exists(os.path.join(model_dir + ".previous", "final"))
-  assert pipeline.prepare_model(model_dir, gin_files, [*TINY_RECIPE, "TRAIN_STEPS = 3"],
+  assert training_runs.prepare_model(model_dir, gin_files, [*TINY_RECIPE, "TRAIN_STEPS = 3"],
                                 retrain=True)[1] is True
   assert calls == [2, 2, 3, 3]
-  with open(os.path.join(model_dir + ".previous", pipeline.RECIPE_FILE)) as f:
+  with open(os.path.join(model_dir + ".previous", training_runs.RECIPE_FILE)) as f:
     assert "TRAIN_STEPS = 3" in json.load(f)["gin"]  # the model it replaced
 
 
@@ -204,7 +206,7 @@ def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_
   results = pipeline.run_insuranceqa(workdir=workdir, depth=DEPTH, num_queries=4,
                                      gin_bindings=TINY_RECIPE, pretrain_bindings=TINY_PRETRAIN,
                                      dense_bindings=tiny_dense,
-                                     tune_queries=3, progress=False, job=pipeline.CROSS_LINGUAL)
+                                     tune_queries=3, progress=False, job=data.CROSS_LINGUAL)
   out = capsys.readouterr().out
   for stage in ("export", "bm25", "pretrain", "train", "rerank", "tune", "dense pretrain",
                 "dense train", "dense rank", "evaluate"):
@@ -215,7 +217,7 @@ def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_
   assert pretrained["trained_now"] and pretrained["step"] == 2
   assert pretrained["checkpoint"] == os.path.join(workdir, "pretrain", "final")
   # the fine-tuning read the pre-trained checkpoint and the bilingual vocabulary, and says so
-  with open(os.path.join(workdir, "model", pipeline.RECIPE_FILE)) as f:
+  with open(os.path.join(workdir, "model", training_runs.RECIPE_FILE)) as f:
     gin_text = json.load(f)["gin"]
   assert "INIT_CHECKPOINT" in gin_text and pretrained["checkpoint"] in gin_text
   metadata = native.read_metadata(os.path.join(workdir, "model", "final"))
@@ -228,15 +230,15 @@ def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_
   assert {answer_of(d)[1] for q in qids for d, _ in monot5[q]} == {"en", "zh"}
   systems = [*pipeline.SYSTEMS, pipeline.DENSE_SYSTEM]
   assert [r["name"] for r in results["evaluation"]["runs"]] == systems
-  assert set(results["evaluation"]["runs"][0]["mean"]) == set(pipeline.XPR_METRICS)
+  assert set(results["evaluation"]["runs"][0]["mean"]) == set(data.XPR_METRICS)
   # the dual encoder: XPI's pairs first, the mixed pairs from that stage's best checkpoint, and its
   # run is the BM25 candidates ordered by the best checkpoint's cosines
   dense = results["dual_encoder"]
   assert dense["checkpoint"] == os.path.join(workdir, "dense", "best") and dense["step"] == 2
   assert dense["first_stage"]["checkpoint"] == os.path.join(workdir, "dense_pretrain", "best")
-  with open(os.path.join(workdir, "dense_pretrain", pipeline.RECIPE_FILE)) as f:
+  with open(os.path.join(workdir, "dense_pretrain", training_runs.RECIPE_FILE)) as f:
     assert "'xpi_enzh'" in json.load(f)["gin"]
-  with open(os.path.join(workdir, "dense", pipeline.RECIPE_FILE)) as f:
+  with open(os.path.join(workdir, "dense", training_runs.RECIPE_FILE)) as f:
     gin_text = json.load(f)["gin"]
   assert "'insuranceqa_enzh_mixed'" in gin_text and dense["first_stage"]["checkpoint"] in gin_text
   dense_run = check_run_file(os.path.join(workdir, "dense.run"), qids, pool)
@@ -256,4 +258,4 @@ def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_
     assert sum(r["queries"] for r in rows if r["relevant"] == "all") == 4
     assert 0.0 <= results["languages"][name]["preference"]["top_k_nonrelevant"] <= 1.0
   with open(os.path.join(workdir, "data", "xpr.json")) as f:
-    assert json.load(f)["seed"] == pipeline.XPR_SEED
+    assert json.load(f)["seed"] == data.XPR_SEED

@@ -6,8 +6,10 @@
     t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
     t5rank demo --queries 200           # a quick try
     t5rank demo --depths 1000,100,5     # TK over the pool, monoT5 over its top 100, duoT5 over 5
+    t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR): BM25 → the
+                                        # dual encoder → monoT5, shipped models (minutes)
     t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
-    t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR)
+    t5rank demo --monot5-only --cross-lingual   # the same on XPR, training its models (70 min)
 
 The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2 test split
 (English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
@@ -38,37 +40,46 @@ runs/insuranceqa): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm
 (its input holds each pair's BM25 score, Askari et al. 2023; `--gin_file` changes the recipe),
 reranks BM25's top --depth, interpolates BM25 and monoT5 with a weight tuned on validation queries.
 
---cross-lingual runs the single-model job on the XPR construction of the same pools (Chen et al. 2020,
-seed 0: each query English or Chinese, half of each pool's answers in Chinese; `t5rank xpr`): BM25
-with the `zh` analyzer (character bigrams, Latin words lowercased), a bilingual tiny T5 pre-trained
-with span corruption on InsuranceQA's and Tatoeba's English and Chinese text
-(gin/experiments/pretrain_tiny_enzh_cpu.gin, in WORKDIR/pretrain, reused like the model; about half
-an hour on 2 cores, --pretrain-steps shortens it for a try), then fine-tuned as monoT5 with yes/no
-on the "mixed" data (gin/experiments/xpr_mixed_tiny_cpu.gin); beside it the bilingual dual encoder
-(gin/experiments/dual_encoder_xpr_cpu.gin: XPI's sentence pairs, 2,000 steps, then the mixed
-strategy's pairs, 3,000 steps; about 13 minutes, + 3 for its word list on first use; --dense-steps
-shortens both for a try) ranks the same candidates by cosine. Evaluated on P@1 (= acc@1), acc@10,
-MRR and MAP with each run broken down by query and answer language (default WORKDIR
-runs/insuranceqa_xpr). The code is `t5rank.pipelines.insuranceqa.run_insuranceqa`.
+--cross-lingual runs the same kind of cascade on the XPR construction of the same pools (Chen et
+al. 2020, seed 0: each query English or Chinese, half of each pool's answers in Chinese; `t5rank
+xpr`; default WORKDIR runs/insuranceqa_xpr_cascade): BM25 with the `zh` analyzer (character bigrams,
+Latin words lowercased), then the bilingual dual encoder (shipped:xpr_dual_encoder: XPI's sentence
+pairs, then the mixed strategy's) over the pool, then the bilingual monoT5 (shipped:xpr_monot5:
+a tiny T5 pre-trained with span corruption on InsuranceQA's and Tatoeba's English and Chinese text,
+shipped:xpr_pretrained, fine-tuned with yes/no on the mixed strategy's pairs) over the fused top
+(--depths DUAL_ENCODER,MONOT5), each fused as above, every row also broken down by query and answer
+language; evaluated on P@1 (= acc@1), acc@10, MRR and MAP. About 3.5 minutes on 2 cores with the
+shipped models; --retrain (or a --gin binding) trains the four models by their recipes
+(gin/experiments/pretrain_tiny_enzh_cpu.gin, xpr_mixed_tiny_cpu.gin, dual_encoder_xpr_cpu.gin
+twice; about 65 minutes more); --pretrain-steps and --dense-steps shorten the pre-training and the
+dual encoder's two stages for a try.
+
+--monot5-only --cross-lingual is the single-model job on the XPR pools (default WORKDIR
+runs/insuranceqa_xpr): it trains the pre-trained and fine-tuned monoT5 (WORKDIR/pretrain,
+WORKDIR/model) and the dual encoder's two stages (WORKDIR/dense_pretrain, WORKDIR/dense; +3
+minutes for its word list on first use) itself, about 70 minutes, and compares BM25, monoT5 over
+BM25's top --depth, their hybrid and the dual encoder. The code is
+`t5rank.pipelines.insuranceqa.run_insuranceqa`.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from t5rank.pipelines.insuranceqa import CROSS_LINGUAL, DEFAULT_DEPTH, ENGLISH, TUNE_QUERIES
-from t5rank.pipelines.insuranceqa_cascade import DEFAULT_DEPTHS, DEFAULT_WORKDIR
+from t5rank.pipelines.insuranceqa import DEFAULT_DEPTH, TUNE_QUERIES
+from t5rank.pipelines.jobs import CROSS_LINGUAL, ENGLISH
+from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE, XPR_CASCADE
 from t5rank.commands import positive_int
 
 
 def depths(text: str) -> tuple[int, ...]:
-  """`--depths`: three positive numbers, TK's, monoT5's and duoT5's."""
+  """`--depths`: positive numbers, one per reranker of the cascade (checked against it in `run`)."""
   try:
     values = tuple(int(v) for v in text.split(","))
   except ValueError:
     values = ()
-  if len(values) != 3 or min(values) < 1:
-    raise argparse.ArgumentTypeError(f"three positive numbers TK,MONOT5,DUOT5, got {text!r}")
+  if not values or min(values) < 1:
+    raise argparse.ArgumentTypeError(f"positive numbers separated by commas, got {text!r}")
   return values
 
 
@@ -78,25 +89,27 @@ def add_parser(subparsers) -> None:
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--workdir",
                  help=f"where data, index, models, runs and results go (default: "
-                      f"{DEFAULT_WORKDIR}, with --monot5-only {ENGLISH.workdir}, with "
-                      f"--cross-lingual {CROSS_LINGUAL.workdir})")
-  p.add_argument("--depths", type=depths, default=DEFAULT_DEPTHS, metavar="TK,MONOT5,DUOT5",
+                      f"{ENGLISH_CASCADE.workdir}, with --cross-lingual {XPR_CASCADE.workdir}, "
+                      f"with --monot5-only {ENGLISH.workdir}, with both {CROSS_LINGUAL.workdir})")
+  p.add_argument("--depths", type=depths, metavar="TK,MONOT5,DUOT5",
                  help="candidates each reranker reranks per query (default: "
-                      f"{','.join(map(str, DEFAULT_DEPTHS))}: TK the whole pool of ~200)")
+                      f"{','.join(map(str, ENGLISH_CASCADE.depths))}: TK the whole pool of ~200; "
+                      "with --cross-lingual two, the dual encoder's and monoT5's: "
+                      f"{','.join(map(str, XPR_CASCADE.depths))})")
   p.add_argument("--monot5-only", action="store_true",
                  help="the single-model job: BM25 vs BM25+monoT5 vs their hybrid")
   p.add_argument("--depth", type=positive_int, default=DEFAULT_DEPTH,
-                 help=f"with --monot5-only or --cross-lingual: BM25 candidates reranked per query "
+                 help=f"with --monot5-only: BM25 candidates reranked per query "
                       f"(default: {DEFAULT_DEPTH}, every answer of the query's pool: ~200)")
   p.add_argument("--queries", type=positive_int, metavar="N",
                  help="only the first N test queries (default: all 2,000)")
   p.add_argument("--tune-queries", type=positive_int, default=TUNE_QUERIES, metavar="N",
-                 help="validation queries the hybrid's interpolation weight is chosen on "
-                      f"(default: {TUNE_QUERIES})")
+                 help="validation queries the fusion weights (with --monot5-only: the hybrid's "
+                      f"weight) are tuned on (default: {TUNE_QUERIES})")
   p.add_argument("--retrain", action="store_true",
                  help="train new models even if WORKDIR holds ones of the same recipes")
   p.add_argument("--gin_file", action="append", metavar="PATH",
-                 help=f"with --monot5-only or --cross-lingual: the training gin file(s) (default: "
+                 help=f"with --monot5-only: the training gin file(s) (default: "
                       f"{ENGLISH.gin_file}, with --cross-lingual {CROSS_LINGUAL.gin_file}); "
                       "repeatable")
   p.add_argument("--distil", action="store_true",
@@ -106,7 +119,8 @@ def add_parser(subparsers) -> None:
                  help="with --distil: the teacher scores only the first N training questions "
                       "(default: all 12,889)")
   p.add_argument("--cross-lingual", action="store_true",
-                 help="the English/Chinese job on XPR pools, with a pre-trained bilingual model")
+                 help="the English/Chinese job on XPR pools: BM25, the bilingual dual encoder, "
+                      "the pre-trained bilingual monoT5")
   p.add_argument("--pretrain-steps", type=positive_int, metavar="N",
                  help="with --cross-lingual: pre-training steps (default: the gin file's, 3,600)")
   p.add_argument("--dense-steps", type=positive_int, metavar="N",
@@ -121,12 +135,11 @@ def files(args: argparse.Namespace):
   import os
 
   from t5rank.files import WORK, Output, holds
-  from t5rank.pipelines.insuranceqa import RECIPE_FILE
+  from t5rank.pipelines.training_runs import RECIPE_FILE
   from t5rank.pipelines.insuranceqa_cascade import JOB_FILE
 
-  cascade = not (args.monot5_only or args.cross_lingual)
-  workdir = args.workdir or (CROSS_LINGUAL.workdir if args.cross_lingual else ENGLISH.workdir
-                             if args.monot5_only else DEFAULT_WORKDIR)
+  cascade = not args.monot5_only
+  workdir = args.workdir or _job(args).workdir
   # each job's directory is its own: the cascade's has its JOB_FILE, the single-model job's not
   cascades = holds(JOB_FILE)
   single = holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE))
@@ -144,29 +157,50 @@ def run(args: argparse.Namespace) -> int:
   bindings = gin_bindings(args.extra)
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
   logging.getLogger("t5rank").setLevel(logging.INFO)
+  job = _job(args)
   if (args.pretrain_steps or args.dense_steps) and not args.cross_lingual:
     raise SystemExit("--pretrain-steps and --dense-steps go with --cross-lingual (the English "
-                     "job has no pre-training and no dual encoder)")
+                     "jobs have no pre-training and no dual encoder)")
   if (args.distil or args.teacher_queries) and (args.monot5_only or args.cross_lingual):
-    raise SystemExit("--distil goes with the cascade (not --monot5-only or --cross-lingual)")
+    raise SystemExit("--distil goes with the English cascade (not --monot5-only or "
+                     "--cross-lingual)")
   if args.teacher_queries and not args.distil:
     raise SystemExit("--teacher-queries goes with --distil")
-  if not (args.monot5_only or args.cross_lingual):
+  if not args.monot5_only:
     if args.gin_file:
-      raise SystemExit("--gin_file goes with --monot5-only or --cross-lingual (the cascade's "
-                       "recipes are its models' own; --gin.NAME=VALUE changes all three)")
+      raise SystemExit("--gin_file goes with --monot5-only (the cascade's recipes are its "
+                       "models' own; --gin.NAME=VALUE changes every one)")
+    if args.depths is not None and len(args.depths) != len(job.rerankers):
+      raise SystemExit(f"--depths: {len(job.rerankers)} numbers, "
+                       f"{','.join(row.upper() for row, _ in job.rerankers)}, got "
+                       f"{','.join(map(str, args.depths))}")
     from t5rank.pipelines.insuranceqa_cascade import run_insuranceqa_cascade
+    steps = {}
+    if args.pretrain_steps:
+      steps["xpr_pretrained"] = [f"TRAIN_STEPS = {args.pretrain_steps}"]
+    if args.dense_steps:
+      for name in ("xpr_dual_encoder_xpi", "xpr_dual_encoder"):
+        steps[name] = [f"TRAIN_STEPS = {args.dense_steps}"]
     run_insuranceqa_cascade(workdir=args.workdir, num_queries=args.queries, depths=args.depths,
                             gin_bindings=bindings, retrain=args.retrain,
                             tune_queries=args.tune_queries, distil=args.distil,
-                            teacher_queries=args.teacher_queries)
+                            teacher_queries=args.teacher_queries, job=job,
+                            model_bindings=steps)
     return 0
+  if args.depths is not None:
+    raise SystemExit("--depths goes with the cascades; --monot5-only reranks BM25's top --depth")
   run_insuranceqa(workdir=args.workdir, depth=args.depth, num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,
-                  tune_queries=args.tune_queries,
-                  job=CROSS_LINGUAL if args.cross_lingual else ENGLISH,
+                  tune_queries=args.tune_queries, job=job,
                   pretrain_bindings=[f"TRAIN_STEPS = {args.pretrain_steps}"]
                   if args.pretrain_steps else (),
                   dense_bindings=[f"TRAIN_STEPS = {args.dense_steps}"]
                   if args.dense_steps else ())
   return 0
+
+
+def _job(args: argparse.Namespace):
+  """The job the flags choose: a cascade (English or XPR) or a single-model job (`Job`)."""
+  if args.monot5_only:
+    return CROSS_LINGUAL if args.cross_lingual else ENGLISH
+  return XPR_CASCADE if args.cross_lingual else ENGLISH_CASCADE

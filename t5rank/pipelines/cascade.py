@@ -35,7 +35,7 @@ from t5rank.checkpoints import shipped
 from t5rank.checkpoints.models import load_reranker
 from t5rank.data.readers import Document, Run, read_run, write_run
 from t5rank.evaluation.metrics import paired_t_test, per_query, relevant_queries
-from t5rank.files import atomic_write, sha256_file
+from t5rank.files import atomic_write, read_json, sha256_file
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
@@ -74,13 +74,6 @@ def parse_stage(text: str) -> RerankStage:
   return RerankStage(checkpoint=checkpoint, depth=int(depth) if depth else None, name=name)
 
 
-def _read_json(path: str) -> Optional[dict]:
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
 def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
                  corpus: Mapping[str, Document], options: ScoringOptions,
                  dtype: Optional[str] = None, progress: bool = True,
@@ -108,7 +101,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     pairs = sum(n * (n - 1) for n in k) if reranker.pairwise else sum(k)
     start = time.perf_counter()
     info = {"name": name, "pairs": pairs}
-    if os.path.isfile(path) and _read_json(path + ".json") == stamp:
+    if os.path.isfile(path) and read_json(path + ".json") == stamp:
       ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
       info.update(seconds=0.0, reused=True)
     elif reranker.reads_first_stage and len(record["runs"]) > 1:
@@ -166,7 +159,7 @@ class FusionSource:
 def read_fusion_weights(path: str) -> FusionSource:
   """The tuned fusion weights of an earlier cascade's results.json (`t5rank rerank --tune-fusion`
   on validation queries)."""
-  results = _read_json(path)
+  results = read_json(path)
   if results is None:
     raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
   weights = results.get("fusion")
@@ -291,11 +284,11 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
                 options: ScoringOptions = ScoringOptions(window=0), dtype: Optional[str] = None,
                 first_seconds: float = 0.0, progress: bool = True,
                 tune_fusion: bool = False, fusion_weights: Optional[FusionSource] = None,
-                print_table: bool = True) -> dict:
+                print_table: bool = True, metrics: Sequence[str] = METRICS) -> dict:
   """Runs the cascade (module docstring) from the first stage's run `first` through `stages` in
   `workdir`; returns what WORKDIR/results.json holds (the stages, their times, the fusion weights
-  and, with `qrels`, the evaluation of every stage). A stage that fuses takes its weights from
-  `fusion_weights`, or tunes them on `qrels` when `tune_fusion`."""
+  and, with `qrels`, the evaluation of every stage on `metrics`). A stage that fuses takes its
+  weights from `fusion_weights`, or tunes them on `qrels` when `tune_fusion`."""
   if any(s.fuse for s in stages) == (not (tune_fusion or fusion_weights)):
     raise ValueError("a stage that fuses needs its weights: tune them on judged (validation) "
                      "queries or give those of an earlier cascade; without such a stage, neither")
@@ -321,7 +314,8 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   results = {"stages": record["models"], "timings": record["stage_info"],
              "runs": dict(zip(record["names"], record["paths"])), "fusion": record["fusion"]}
   if qrels is not None:
-    report = evaluate_stages(qrels, record["names"], record["runs"], inputs=record["inputs"])
+    report = evaluate_stages(qrels, record["names"], record["runs"], metrics,
+                             inputs=record["inputs"])
     if print_table:
       print(format_report(report, record["stage_info"]), flush=True)
     results["evaluation"] = report

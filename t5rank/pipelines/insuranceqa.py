@@ -1,10 +1,12 @@
-"""The main job: InsuranceQA v2 end to end -- BM25, fine-tuning, monoT5 reranking, evaluation.
+"""The single-model job (`t5rank demo --monot5-only`): InsuranceQA v2 end to end -- BM25,
+fine-tuning, monoT5 reranking, their hybrid, evaluation.
 
-Two jobs share the code (`Job`): `ENGLISH`, the paper's setting, and `CROSS_LINGUAL`, the XPR
-construction of the same pools (Chen et al. 2020: each query English or Chinese, half of each pool
-translated; `t5rank.data.xpr`) reranked by a bilingual tiny monoT5 pre-trained on InsuranceQA's and
-Tatoeba's English and Chinese text, and by the bilingual dual encoder, XPI then mixed
-(`t5rank demo --cross-lingual`).
+It runs on either pools of `t5rank.pipelines.jobs` (`Job`): `ENGLISH`, the paper's setting, and
+`CROSS_LINGUAL`, the XPR construction of the same pools (Chen et al. 2020: each query English or
+Chinese, half of each pool translated; `t5rank.data.xpr`) reranked by a bilingual tiny monoT5
+pre-trained on InsuranceQA's and Tatoeba's English and Chinese text, and by the bilingual dual
+encoder, XPI then mixed (`t5rank demo --monot5-only --cross-lingual`). Its models are trained,
+reused or resumed by `t5rank.pipelines.training_runs`.
 
     test split ─► BM25 over each query's answer pool (k1 0.9, b 0.4; the job's analyzer), top DEPTH
        (by default 1000, i.e. the whole pool of ~200 answers)
@@ -44,133 +46,26 @@ All runs hold the same DEPTH candidates per query, so the comparison is between 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
 import os
 import shutil
 import time
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
+from t5rank.files import atomic_write, read_json
+from t5rank.pipelines.jobs import (BM25_B, BM25_K1, ENGLISH, TUNE_QUERIES, Job, bm25_stage,
+                                   export_stage, language_report)
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
-from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
-from t5rank.files import atomic_write
+from t5rank.pipelines.training_runs import RECIPE_FILE, best_checkpoint, prepare_model
 
-DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa")
-DEFAULT_GIN_FILE = "gin/experiments/tiny_insuranceqa_bm25_cpu.gin"
-XPR_SEED = 0
 # BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the
 # candidate set InsuranceQA defines) and monoT5 reranks all of it; with a depth of 100, a quarter of
 # the test queries keep no relevant answer at all.
 DEFAULT_DEPTH = 1000
-METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
-XPR_METRICS = ("P@1", "acc@10", "MRR", "MAP")
 SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
 DENSE_SYSTEM = "BM25+dual encoder"
-TUNE_QUERIES = 200
-BM25_K1, BM25_B = DEFAULT_K1, DEFAULT_B
-RECIPE_FILE = "recipe.json"
-
-
-def _read_json(path: str) -> Optional[dict]:
-  """The JSON object in `path`, or None when there is no such file."""
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
-# -------------------------------------------------------------------------------------- the jobs
-
-
-def _export_english(out_dir: str, split: str) -> dict[str, str]:
-  from t5rank.data.insuranceqa import export_insuranceqa
-  return export_insuranceqa(out_dir, split=split, language="en")
-
-
-def _export_xpr(out_dir: str, split: str) -> dict[str, str]:
-  from t5rank.data.xpr import export_xpr
-  return export_xpr(out_dir, split=split, seed=XPR_SEED)
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-  """What differs between the jobs: the data (`export(out_dir, split)` writes queries.tsv,
-  corpus.jsonl, qrels.txt and pool.run, plus xpr.json for XPR pools), BM25's analyzer, the training
-  recipe (and the pre-training before it, if any), the metrics and the default work directory."""
-  name: str
-  export: Callable[[str, str], dict[str, str]]
-  bm25_language: str
-  gin_file: str
-  workdir: str
-  metrics: tuple[str, ...]
-  pretrain_gin_file: Optional[str] = None
-  cross_lingual: bool = False
-  # a dual encoder trained by `dense_gin_file` after a first stage of it with
-  # `dense_pretrain_bindings` added, ranking the same candidates as a fourth system (None: none)
-  dense_gin_file: Optional[str] = None
-  dense_pretrain_bindings: tuple[str, ...] = ()
-
-  @property
-  def systems(self) -> tuple[str, ...]:
-    return SYSTEMS + ((DENSE_SYSTEM,) if self.dense_gin_file else ())
-
-
-ENGLISH = Job(name="InsuranceQA v2, test split, English (answer pools)", export=_export_english,
-              bm25_language="en", gin_file=DEFAULT_GIN_FILE, workdir=DEFAULT_WORKDIR,
-              metrics=METRICS)
-CROSS_LINGUAL = Job(
-    name=f"InsuranceQA v2, test split, XPR construction (seed {XPR_SEED}): English and Chinese",
-    export=_export_xpr, bm25_language="zh", gin_file="gin/experiments/xpr_mixed_tiny_cpu.gin",
-    workdir=os.path.join("runs", "insuranceqa_xpr"), metrics=XPR_METRICS,
-    pretrain_gin_file="gin/experiments/pretrain_tiny_enzh_cpu.gin", cross_lingual=True,
-    dense_gin_file="gin/experiments/dual_encoder_xpr_cpu.gin",
-    dense_pretrain_bindings=("MIXTURE_OR_TASK_NAME = 'xpi_enzh'", "TRAIN_STEPS = 2000"))
-
-
-# ------------------------------------------------------------------------------------- the model
-
-
-def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[str], *,
-                  retrain: bool = False, extra: Optional[dict] = None) -> tuple[str, bool]:
-  """(path of the final checkpoint, whether it was trained now). Reuses `model_dir/final` when
-  `model_dir/recipe.json` holds the same recipe (and `retrain` is off); resumes the run in
-  `model_dir` when its recipe is the same but training did not finish; otherwise moves an existing
-  `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start.
-  `extra` goes into recipe.json beside the recipe."""
-  import gin
-
-  from t5rank.training import gin_config
-  from t5rank.checkpoints import native
-
-  wanted = gin_config.recipe(gin_files, bindings)
-  final = os.path.join(model_dir, "final")
-  recipe_path = os.path.join(model_dir, RECIPE_FILE)
-  saved = _read_json(recipe_path)
-  same = saved is not None and saved.get("sha256") == wanted["sha256"] and all(
-      saved.get(k) == v for k, v in (extra or {}).items())  # e.g. the init model's recipe too
-  if same and not retrain and native.is_native_checkpoint(final):
-    print(f"using the model in {final} (trained by the same recipe, {wanted['sha256'][:12]})",
-          flush=True)
-    return final, False
-  if os.path.exists(model_dir) and (retrain or not same):
-    previous = model_dir.rstrip(os.sep) + ".previous"
-    reason = "--retrain" if retrain else (
-        "it holds no recipe.json" if saved is None else "it was trained by a different recipe")
-    print(f"{model_dir}: {reason}; moving it to {previous} and training anew", flush=True)
-    shutil.rmtree(previous, ignore_errors=True)
-    os.rename(model_dir, previous)
-  elif same:
-    print(f"resuming the unfinished training run in {model_dir}", flush=True)
-  gin.clear_config()
-  gin_config.parse_gin(list(gin_files), [*bindings, f"MODEL_DIR = {model_dir!r}"])
-  try:
-    gin_config.train_configured(record={RECIPE_FILE: json.dumps({**wanted, **(extra or {})},
-                                                                indent=1)})
-  finally:
-    gin.clear_config()
-  return final, True
 
 
 def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus, candidates,
@@ -187,7 +82,7 @@ def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus,
     stamp = {"model": model_id, "max_length": reranker.max_length,
              "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
   stamp_path = run_path + ".json"
-  if not trained_now and os.path.exists(run_path) and _read_json(stamp_path) == stamp:
+  if not trained_now and os.path.exists(run_path) and read_json(stamp_path) == stamp:
     return read_run(run_path), True
   run = score_candidates(reranker, params, queries=queries, corpus=corpus, candidates=candidates,
                          output=run_path, options=ScoringOptions(window=0, tag="monot5"),
@@ -195,14 +90,6 @@ def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus,
   with atomic_write(stamp_path) as f:
     json.dump(stamp, f, indent=1)
   return run, False
-
-
-def _best(model_dir: str) -> str:
-  """A dual encoder run's early-stopped model; final when no evaluation ran."""
-  from t5rank.checkpoints import native
-
-  path = os.path.join(model_dir, "best")
-  return path if native.is_native_checkpoint(path) else os.path.join(model_dir, "final")
 
 
 def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage]:
@@ -218,7 +105,7 @@ def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage
     first_dir = os.path.join(record.workdir, "dense_pretrain")
     _, record["dense_first_trained"] = prepare_model(first_dir, [job.dense_gin_file],
                                                      first_bindings, retrain=retrain)
-    record["dense_first"] = _best(first_dir)
+    record["dense_first"] = best_checkpoint(first_dir)
     return ("dense pretrain" if record["dense_first_trained"] else "load dense pretrained",
             record["dense_first"])
 
@@ -228,7 +115,7 @@ def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage
         model_dir, [job.dense_gin_file],
         [*bindings, f"INIT_CHECKPOINT = {record['dense_first']!r}"],
         retrain=retrain or record["dense_first_trained"])
-    record["dense_checkpoint"] = _best(model_dir)
+    record["dense_checkpoint"] = best_checkpoint(model_dir)
     return ("dense train" if record["dense_trained"] else "load dense model",
             record["dense_checkpoint"])
 
@@ -245,7 +132,7 @@ def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage
     record.results["dual_encoder"] = {
         "checkpoint": checkpoint, "trained_now": record["dense_trained"],
         "step": metadata.get("step"), "validation_p@1": metadata.get("eval/p@1"),
-        "recipe_sha256": _read_json(os.path.join(record.workdir, "dense",
+        "recipe_sha256": read_json(os.path.join(record.workdir, "dense",
                                                  RECIPE_FILE))["sha256"],
         "first_stage": {"checkpoint": first, "trained_now": record["dense_first_trained"],
                         "step": native.read_metadata(first).get("step"),
@@ -323,9 +210,9 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
                                   "results.png")}
   record["gin_bindings"] = list(gin_bindings)
   record["retrain_model"] = retrain
-  stages = [Stage(f"export: {job.name}", functools.partial(_export, job, num_queries)),
+  stages = [Stage(f"export: {job.name}", functools.partial(export_stage, job, num_queries)),
             Stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}, analyzer {job.bm25_language}) over each "
-                  f"query's answer pool, top {depth}", functools.partial(_bm25, job, depth))]
+                  f"query's answer pool, top {depth}", functools.partial(bm25_stage, job, depth))]
   if job.pretrain_gin_file:
     stages.append(Stage(f"pre-training: {job.pretrain_gin_file}",
                         functools.partial(_pretrain, job, pretrain_bindings, retrain)))
@@ -341,39 +228,6 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   return _report(job, depth, record)
 
 
-def _export(job: Job, num_queries: Optional[int], record: Record) -> tuple[str, str]:
-  """The test split's files (WORKDIR/data), its first `num_queries` queries and their judgments
-  (WORKDIR/qrels.txt: what the job evaluates)."""
-  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
-
-  record["data"] = data = job.export(os.path.join(record.workdir, "data"), "test")
-  queries = read_queries(data["queries.tsv"])
-  record["queries"] = queries = dict(list(queries.items())[:num_queries])
-  record["qrels"] = qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items()
-                             if qid in queries}
-  with atomic_write(record["paths"]["qrels.txt"]) as f:
-    f.writelines(f"{qid} 0 {docid} {label}\n" for qid, docs in qrels.items()
-                 for docid, label in docs.items())
-  record["corpus"] = read_corpus(data["corpus.jsonl"])
-  record["pool"] = read_run(data["pool.run"])
-  return "export", f"{len(queries)} queries, {len(record['corpus'])} answers"
-
-
-def _bm25(job: Job, depth: int, record: Record) -> tuple[str, str]:
-  """BM25's top `depth` of each query's pool (WORKDIR/bm25.run; the index in WORKDIR/index)."""
-  from t5rank.data.readers import write_run
-
-  queries, pool = record["queries"], record["pool"]
-  record["retriever"] = BM25.open(record["corpus"], os.path.join(record.workdir, "index"),
-                                  k1=BM25_K1, b=BM25_B, language=job.bm25_language)
-  record["bm25"] = bm25 = record["retriever"].retrieve(queries, k=depth, candidates=pool)
-  write_run(record["paths"]["bm25.run"], bm25, tag="bm25")
-  record["pairs"] = pairs = sum(map(len, bm25.values()))
-  whole = all(len(bm25.get(qid, ())) == len(pool[qid]) for qid in queries)
-  record["candidates"] = "each query's whole pool" if whole else f"BM25's top {depth}"
-  return "bm25", f"{pairs} candidates ({record['candidates']})"
-
-
 def _pretrain(job: Job, bindings: Sequence[str], retrain: bool, record: Record) -> tuple[str, str]:
   """The job's pre-training (WORKDIR/pretrain), which the fine-tuning then starts from."""
   from t5rank.checkpoints import native
@@ -384,7 +238,7 @@ def _pretrain(job: Job, bindings: Sequence[str], retrain: bool, record: Record) 
   record["pretrained"] = {
       "checkpoint": checkpoint, "trained_now": trained,
       "step": native.read_metadata(checkpoint).get("step"),
-      "recipe_sha256": _read_json(os.path.join(pretrain_dir, RECIPE_FILE))["sha256"]}
+      "recipe_sha256": read_json(os.path.join(pretrain_dir, RECIPE_FILE))["sha256"]}
   # a new pre-trained model makes the fine-tuned one stale even though its recipe reads the same
   record["gin_bindings"] = [*record["gin_bindings"], f"INIT_CHECKPOINT = {checkpoint!r}"]
   record["retrain_model"] = retrain or trained
@@ -400,7 +254,7 @@ def _model(gin_files: Sequence[str], record: Record) -> tuple[str, str]:
                                       retrain=record["retrain_model"])
   record["checkpoint"], record["trained"] = checkpoint, trained
   record["monot5_model"] = load_reranker(checkpoint)
-  record["recipe_sha256"] = _read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
+  record["recipe_sha256"] = read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
   return "train" if trained else "load model", checkpoint
 
 
@@ -458,11 +312,11 @@ def _evaluate(job: Job, record: Record) -> tuple[str, str]:
   ranked = [record["bm25"], record["monot5"], record["hybrid"]]
   if "dense" in record:
     ranked.append(record["dense"])
-  systems = dict(zip(job.systems, ranked))
+  systems = dict(zip(SYSTEMS + ((DENSE_SYSTEM,) if job.dense_gin_file else ()), ranked))
   record["report"] = evaluation.evaluate(record["qrels"], systems, job.metrics)
   print(evaluation.format_table(record["report"]), flush=True)
   if job.cross_lingual:
-    record.results["languages"] = _language_report(record["qrels"], systems,
+    record.results["languages"] = language_report(record["qrels"], systems,
                                                    record["data"]["xpr.json"])
   return "evaluate", ""
 
@@ -514,18 +368,3 @@ def _report(job: Job, depth: int, record: Record) -> dict:
         f"{paths['results.json']}, {paths['results.png']}; total {record.timings['total']:.1f} s",
         flush=True)
   return finite(results)
-
-
-def _language_report(qrels, systems, xpr_json: str) -> dict:
-  """{system: {"breakdown": rows, "preference": shares}} (`t5rank.evaluation.languages`), printed."""
-  from t5rank.data.xpr import read_xpr_languages
-  from t5rank.evaluation import languages
-
-  query_language = read_xpr_languages(xpr_json)
-  out = {}
-  for name, run in systems.items():
-    rows = languages.language_breakdown(qrels, run, query_language)
-    preference = languages.language_preference(qrels, run, query_language)
-    print(languages.format_breakdown(name, rows, preference, 10), flush=True)
-    out[name] = {"breakdown": rows, "preference": preference}
-  return out

@@ -18,6 +18,14 @@ stage fused with the stages before it by weights tuned on validation queries (`t
        against BM25 and against the row before, Bonferroni), time and pairs/s per stage
        ─► table, results.json, results.png
 
+The cross-lingual cascade (`XPR_CASCADE`, `t5rank demo --cross-lingual`) is the same job on the XPR
+construction of the pools (English and Chinese queries and answers): BM25 with the `zh` analyzer,
+then the bilingual dual encoder (XPI's sentence pairs, then the mixed strategy's) over the pool,
+then the bilingual monoT5 (fine-tuned from the T5 pre-trained on both languages) over the fused
+top DEPTHS[1], evaluated on P@1 (= acc@1), acc@10, MRR and MAP, each row also by query and answer
+language. Its four models ship too (xpr_pretrained, xpr_monot5, xpr_dual_encoder_xpi,
+xpr_dual_encoder), each trained from the one before it when retrained.
+
 `t5rank.pipelines.cascade` runs each cascade (its runs, reuse and resumption); this module chooses
 the models and the data. The single-model job (BM25, BM25+monoT5, their hybrid) is
 `t5rank.pipelines.insuranceqa`.
@@ -29,20 +37,16 @@ import dataclasses
 import functools
 import json
 import os
-import shutil
 from typing import Optional, Sequence
 
-from t5rank.files import atomic_write
-from t5rank.pipelines.insuranceqa import (BM25_B, BM25_K1, DEFAULT_GIN_FILE, ENGLISH, RECIPE_FILE,
-                                          _bm25, _export, _read_json, prepare_model)
+from t5rank.files import atomic_write, move_aside, read_json, sha256_file
+from t5rank.pipelines.jobs import (BM25_B, BM25_K1, CROSS_LINGUAL, DEFAULT_GIN_FILE, ENGLISH,
+                                   METRICS, TUNE_QUERIES, XPR_METRICS, Job, bm25_stage,
+                                   export_stage, language_report)
+from t5rank.pipelines.training_runs import RECIPE_FILE, prepare_model
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 
-DEFAULT_WORKDIR = os.path.join("runs", "insuranceqa_cascade")
-JOB_FILE = "cascade_job.json"  # marks a work directory as this job's (written before any work)
-TUNE_QUERIES = 200
-# TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses a sixth of the
-# relevant answers it would rank high: validation MRR .3913 against .4079); duoT5: the top 10
-DEFAULT_DEPTHS = (1000, 1000, 10)
+JOB_FILE = "cascade_job.json"  # marks a work directory as a cascade's (written before any work)
 
 
 TEACHER = "teacher"  # WORKDIR/teacher: the distillation teacher's scores of the training pools
@@ -72,6 +76,47 @@ MODELS = (
 )
 DISTILLED_TK = Model("tk_distilled", "gin/experiments/tk_distill_insuranceqa_cpu.gin",
                      distilled=True)
+# the cross-lingual models: the bilingual T5 pre-trained with span corruption and the monoT5
+# fine-tuned from it on the mixed strategy's pairs; the dual encoder's first stage on XPI's
+# sentence pairs and its second on the mixed strategy's pairs (`t5rank demo --cross-lingual`)
+XPR_MODELS = (
+    Model("xpr_pretrained", CROSS_LINGUAL.pretrain_gin_file),
+    Model("xpr_monot5", CROSS_LINGUAL.gin_file, init="xpr_pretrained"),
+    Model("xpr_dual_encoder_xpi", CROSS_LINGUAL.dense_gin_file,
+          bindings=CROSS_LINGUAL.dense_pretrain_bindings),
+    Model("xpr_dual_encoder", CROSS_LINGUAL.dense_gin_file, init="xpr_dual_encoder_xpi"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CascadeJob:
+  """What differs between the cascades: the data (`data`: its export and BM25's analyzer), the
+  models (prepared in this order, each after the one it starts from), the rerankers of the cascade
+  (each a row's name and a model's), their default depths, the metrics and the work directory."""
+  key: str
+  data: Job
+  models: tuple[Model, ...]
+  rerankers: tuple[tuple[str, str], ...]
+  depths: tuple[int, ...]
+  workdir: str
+  metrics: tuple[str, ...] = METRICS
+
+
+# TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses a sixth of the
+# relevant answers it would rank high: validation MRR .3913 against .4079); duoT5: the top 10
+ENGLISH_CASCADE = CascadeJob(
+    key="t5rank demo: the InsuranceQA cascade", data=ENGLISH, models=MODELS,
+    rerankers=(("tk", "tk"), ("monot5", "monot5"), ("duot5", "duot5")),
+    depths=(1000, 1000, 10), workdir=os.path.join("runs", "insuranceqa_cascade"))
+# the dual encoder: the whole pool; monoT5: the fused top 100 (validation MRR of its fusion .211,
+# over the pool .210, top 20 .204; half the time of the pool)
+XPR_CASCADE = CascadeJob(
+    key="t5rank demo --cross-lingual: the XPR cascade", data=CROSS_LINGUAL, models=XPR_MODELS,
+    rerankers=(("dual_encoder", "xpr_dual_encoder"), ("monot5", "xpr_monot5")),
+    depths=(1000, 100), workdir=os.path.join("runs", "insuranceqa_xpr_cascade"),
+    metrics=XPR_METRICS)
+DEFAULT_WORKDIR = ENGLISH_CASCADE.workdir
+DEFAULT_DEPTHS = ENGLISH_CASCADE.depths
 
 
 def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain: bool = False,
@@ -96,7 +141,7 @@ def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain
                                    init_sha256=init_sha256, teacher_sha256=teacher_sha256)
   ship = shipped.read_recipe(model.name) if model.name in shipped.names() else None
   model_dir = os.path.join(workdir, model.name)
-  own = _read_json(os.path.join(model_dir, RECIPE_FILE)) or {}
+  own = read_json(os.path.join(model_dir, RECIPE_FILE)) or {}
   if (not retrain and not init_new and ship is not None and ship["sha256"] == wanted["sha256"]
       and own.get("model_sha256") != wanted["sha256"]):
     checkpoint, source = shipped.path(model.name), "shipped"
@@ -107,7 +152,7 @@ def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain
                                     retrain=retrain or init_new,
                                     extra={"model_sha256": wanted["sha256"]})
     if native.is_native_checkpoint(os.path.join(model_dir, "best")):
-      checkpoint = os.path.join(model_dir, "best")  # TK's: the best validation MRR@10
+      checkpoint = os.path.join(model_dir, "best")  # TK's, the dual encoder's: best on validation
     source = "trained" if now else "reused"
   trained[model.name] = (wanted["sha256"], checkpoint, source == "trained")
   return checkpoint, {"source": source, "checkpoint": checkpoint,
@@ -117,41 +162,58 @@ def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain
 
 def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                             num_queries: Optional[int] = None,
-                            depths: Sequence[int] = DEFAULT_DEPTHS,
+                            depths: Optional[Sequence[int]] = None,
                             gin_bindings: Sequence[str] = (), retrain: bool = False,
                             tune_queries: int = TUNE_QUERIES, distil: bool = False,
-                            teacher_queries: Optional[int] = None, progress: bool = True) -> dict:
-  """Runs the job (module docstring) in `workdir` (runs/insuranceqa_cascade by default) on the first
-  `num_queries` test queries (all 2,000 when None); `depths` are TK's, monoT5's and duoT5's;
-  `gin_bindings` change every model's recipe (e.g. TRAIN_STEPS for a try); `distil`: the cascade's
-  TK is distilled from the teacher's scores of the first `teacher_queries` training questions (all
-  12,889 when None). Returns what results.json holds."""
-  if len(depths) != len(MODELS) or min(depths) < 1 or tune_queries < 1 or any(
+                            teacher_queries: Optional[int] = None, progress: bool = True,
+                            job: CascadeJob = ENGLISH_CASCADE,
+                            model_bindings: Optional[dict[str, Sequence[str]]] = None) -> dict:
+  """Runs `job` (module docstring; the English cascade by default) in `workdir` (the job's when
+  None) on the first `num_queries` test queries (all 2,000 when None); `depths` are the rerankers'
+  (the job's when None); `gin_bindings` change every model's recipe (e.g. TRAIN_STEPS for a try),
+  `model_bindings` one model's ({name: bindings}, after those); `distil` (the English cascade
+  only): the cascade's TK is distilled from the teacher's scores of the first `teacher_queries`
+  training questions (all 12,889 when None). Returns what results.json holds."""
+  depths = tuple(depths or job.depths)
+  unknown = set(model_bindings or ()) - {m.name for m in job.models}
+  if len(depths) != len(job.rerankers) or min(depths) < 1 or tune_queries < 1 or any(
       n is not None and n < 1 for n in (num_queries, teacher_queries)):
-    raise ValueError(f"{len(MODELS)} positive depths and positive numbers of queries, got "
+    raise ValueError(f"{len(job.rerankers)} positive depths and positive numbers of queries, got "
                      f"{list(depths)}, {num_queries}, {tune_queries}, {teacher_queries}")
-  workdir = workdir or DEFAULT_WORKDIR
+  if unknown or (distil and job is not ENGLISH_CASCADE):
+    raise ValueError(f"this cascade's models are {[m.name for m in job.models]}, got bindings "
+                     f"for {sorted(unknown)}" if unknown else
+                     "distillation is the English cascade's (its TK)")
+  workdir = workdir or job.workdir
   os.makedirs(workdir, exist_ok=True)
-  with atomic_write(os.path.join(workdir, JOB_FILE)) as f:
-    json.dump({"job": "t5rank demo: the InsuranceQA cascade"}, f)
+  marker = os.path.join(workdir, JOB_FILE)
+  found = read_json(marker)
+  if found is not None and found.get("job") != job.key:
+    raise ValueError(f"{workdir} is the work directory of {found.get('job')!r}, not of "
+                     f"{job.key!r}: give this one its own")
+  with atomic_write(marker) as f:
+    json.dump({"job": job.key}, f)
   record = Record(workdir)
+  record["job"] = job
   record["paths"] = {"bm25.run": os.path.join(workdir, "bm25.run"),
                      "qrels.txt": os.path.join(workdir, "qrels.txt")}
-  stages = [Stage(f"export: {ENGLISH.name}", functools.partial(_export, ENGLISH, num_queries)),
-            Stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}) over each query's answer pool",
-                  functools.partial(_bm25, ENGLISH, 1000))]
-  cascade = [m.name for m in MODELS]
-  for model in MODELS:
+  stages = [Stage(f"export: {job.data.name}",
+                  functools.partial(export_stage, job.data, num_queries)),
+            Stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}, analyzer {job.data.bm25_language}) over "
+                  "each query's answer pool", functools.partial(bm25_stage, job.data, 1000))]
+  cascade = list(job.rerankers)
+  for model in job.models:
     stages.append(Stage(f"model: {model.name}", functools.partial(
-        _model, model, list(gin_bindings), retrain)))
+        _model, model, [*gin_bindings, *(model_bindings or {}).get(model.name, ())], retrain)))
   if distil:
     stages += [Stage(f"the teacher ({' + '.join(TEACHER_MEMBERS)}, weights "
                      f"{', '.join(map(str, TEACHER_WEIGHTS))}) scores the training pools",
                      functools.partial(_teacher, retrain, teacher_queries)),
                Stage(f"model: {DISTILLED_TK.name}", functools.partial(
                    _model, DISTILLED_TK, list(gin_bindings), retrain))]
-    cascade[0] = DISTILLED_TK.name
-  record["cascade_models"] = cascade
+    cascade[0] = (DISTILLED_TK.name, DISTILLED_TK.name)
+  record["cascade"] = cascade
+  record["cascade_models"] = [name for _, name in cascade]
   stages += [
       Stage(f"the cascade on the first {tune_queries} validation queries: the fusion weights",
             functools.partial(_cascade, "valid", depths, tune_queries, progress)),
@@ -166,20 +228,15 @@ def _model(model: Model, bindings: Sequence[str], retrain: bool, record: Record)
   checkpoint, info = prepare(model, record.workdir, bindings=bindings, retrain=retrain,
                              trained=trained)
   record.values.setdefault("models", {})[model.name] = info
-  if info["source"] == "trained" and model.name in TEACHER_MEMBERS:
-    # a teacher member retrained in place (same path, maybe the same recipe): the teacher's
-    # scores, if any, are of its old weights and are made again when next asked for
-    teacher_info = os.path.join(record.workdir, TEACHER_INFO)
-    if os.path.exists(teacher_info):
-      os.remove(teacher_info)
   return (f"{info['source'] if info['source'] != 'trained' else 'train'} {model.name}",
           checkpoint)
 
 
 def _teacher(retrain: bool, queries: Optional[int], record: Record):
   """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code): reused when
-  they were made from the same models (none trained since) and are intact, resumed when
+  they were made from the same weights of the same models and are intact, resumed when
   interrupted, otherwise (the old directory moved to WORKDIR/teacher.previous) made anew."""
+  from t5rank.checkpoints import native
   from t5rank.data.teacher import TEACHER_FILE, read_teacher, teacher_recipe_sha256
   from t5rank.pipelines.teacher import BM25_MEMBER, build_teacher_scores
 
@@ -187,12 +244,16 @@ def _teacher(retrain: bool, queries: Optional[int], record: Record):
   checkpoints = [BM25_MEMBER if name == BM25_MEMBER else f"shipped:{name}"
                  if models[name]["source"] == "shipped"
                  else os.path.abspath(models[name]["checkpoint"]) for name in TEACHER_MEMBERS]
+  # the members by their weights (the hash of each checkpoint's manifest: its files' hashes), so
+  # that a member retrained in place, at the same path and by the same recipe, is seen
   wanted = {"members": checkpoints, "weights": list(TEACHER_WEIGHTS), "queries": queries,
-            "recipes": {name: trained[name][0] for name in TEACHER_MEMBERS if name in trained}}
+            "recipes": {name: trained[name][0] for name in TEACHER_MEMBERS if name in trained},
+            "manifests": {name: sha256_file(os.path.join(models[name]["checkpoint"],
+                                                         native.MANIFEST_FILE))
+                          for name in TEACHER_MEMBERS if name in models}}
   directory = os.path.abspath(os.path.join(record.workdir, TEACHER))
   info_path = os.path.join(record.workdir, TEACHER_INFO)
-  same = _read_json(info_path) == wanted and not retrain and not any(
-      trained[name][2] for name in wanted["recipes"])
+  same = read_json(info_path) == wanted and not retrain
   info, problem = None, None
   if same:
     try:
@@ -203,11 +264,7 @@ def _teacher(retrain: bool, queries: Optional[int], record: Record):
     new = False
   else:
     if os.path.exists(directory) and (problem or not same):
-      previous = directory + ".previous"
-      print(f"{directory}: {problem or 'made from other models or questions'}; moving it to "
-            f"{previous}", flush=True)
-      shutil.rmtree(previous, ignore_errors=True)
-      os.rename(directory, previous)
+      move_aside(directory, problem or "made from other models or questions")
     with atomic_write(info_path) as f:
       json.dump(wanted, f, indent=1)
     info, new = build_teacher_scores(directory, checkpoints, weights=TEACHER_WEIGHTS,
@@ -228,8 +285,9 @@ def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: boo
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
   from t5rank.pipelines.cascade import FusionSource, RerankStage, run_cascade
 
+  job = record["job"]
   if split == "valid":
-    data = ENGLISH.export(os.path.join(record.workdir, "data_valid"), "validation")
+    data = job.data.export(os.path.join(record.workdir, "data_valid"), "validation")
     queries = dict(list(read_queries(data["queries.tsv"]).items())[:tune_queries])
     qrels = {q: d for q, d in read_qrels(data["qrels.txt"]).items() if q in queries}
     corpus = read_corpus(data["corpus.jsonl"])
@@ -237,15 +295,15 @@ def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: boo
   else:
     queries, qrels, corpus, first = (record["queries"], record["qrels"], record["corpus"],
                                      record["bm25"])
-  stages = [RerankStage(record["models"][name]["checkpoint"], depth, name, fuse=True)
-            for name, depth in zip(record["cascade_models"], depths)]
+  stages = [RerankStage(record["models"][model]["checkpoint"], depth, row, fuse=True)
+            for (row, model), depth in zip(record["cascade"], depths)]
   weights = None if split == "valid" else FusionSource(
       weights=record["valid"]["fusion"], described="the validation cascade's weights")
   results = run_cascade(
       queries=queries, corpus=corpus, first=first, first_name="bm25", stages=stages,
       workdir=os.path.join(record.workdir, "valid_cascade" if split == "valid" else "cascade"),
       qrels=qrels, tune_fusion=split == "valid", fusion_weights=weights, progress=progress,
-      print_table=split == "test")
+      print_table=split == "test", metrics=job.metrics)
   record[split] = results
   return f"{split} cascade", f"{len(queries)} queries"
 
@@ -254,10 +312,12 @@ def _report(record: Record, depths: Sequence[int], tune_queries: int) -> dict:
   """results.json and results.png (WORKDIR); returns the results."""
   from t5rank.pipelines.cascade import plot_cascade
 
-  test = record["test"]
+  job, test = record["job"], record["test"]
+  rows = [row for row, _ in record["cascade"]]
   results = {
-      "dataset": ENGLISH.name, "queries": len(record["queries"]),
-      "first_stage": {"bm25": {"k1": BM25_K1, "b": BM25_B}, "candidates": "each query's pool"},
+      "dataset": job.data.name, "queries": len(record["queries"]),
+      "first_stage": {"bm25": {"k1": BM25_K1, "b": BM25_B, "language": job.data.bm25_language},
+                      "candidates": "each query's pool"},
       "depths": dict(zip(record["cascade_models"], depths)), "models": record["models"],
       **({"teacher": record["teacher"]} if "teacher" in record else {}),
       "fusion": {"tuned_on": f"the first {tune_queries} validation queries (MRR)",
@@ -267,11 +327,18 @@ def _report(record: Record, depths: Sequence[int], tune_queries: int) -> dict:
       "timings_s": record.timings, "runs": test["runs"],
       "files": {"chart": os.path.join(record.workdir, "results.png"),
                 "qrels": record["paths"]["qrels.txt"]}}
+  if job.data.cross_lingual:  # each row by query and answer language
+    from t5rank.data.readers import read_run
+    results["languages"] = language_report(
+        record["qrels"], {name: read_run(path) for name, path in test["runs"].items()},
+        record["data"]["xpr.json"])
+  names = {"tk_distilled": "TK distilled", "tk": "TK", "monot5": "monoT5", "duot5": "duoT5",
+           "dual_encoder": "the dual encoder"}
+  chain = " → ".join(f"{names.get(row, row)} (top {depth})" for row, depth in zip(rows, depths))
   plot_cascade(test["evaluation"], results["files"]["chart"],
-               f"{ENGLISH.name}, {len(record['queries'])} queries: BM25 → "
-               f"{'TK distilled' if 'teacher' in record else 'TK'} (top {depths[0]}) → "
-               f"monoT5 (top {depths[1]}) → duoT5 (top {depths[2]}),\neach fused with the stages "
-               f"before it (weights tuned on {tune_queries} validation queries)")
+               f"{job.data.name}, {len(record['queries'])} queries:\nBM25 → {chain},\neach fused "
+               f"with the stages before it (weights tuned on {tune_queries} validation queries)",
+               metric="MRR")
   with atomic_write(os.path.join(record.workdir, "results.json")) as f:
     json.dump(finite(results), f, indent=1, allow_nan=False)
   print(f"wrote {record.workdir}/cascade/ (each stage's run), {record.workdir}/results.json, "
