@@ -47,23 +47,31 @@ def test_the_demo_runs_the_shipped_models_and_fuses_with_validation_weights(demo
       q: sorted(d for d, _ in docs) for q, docs in bm25.items()}
 
 
-def test_the_demo_is_t5rank_rerank_with_the_shipped_models(demo, tmp_path):
-  workdir, results = demo
+def assert_t5rank_rerank_gives_the_demos_runs(workdir, cascade, depths, tmp_path):
+  """`t5rank rerank` with the demo's stages (`cascade`: (row, shipped model) pairs) and its
+  validation weights writes the runs the demo wrote."""
   data = os.path.join(workdir, "data")
   (tmp_path / "q.tsv").write_text("".join(
-      line for line in open(os.path.join(data, "queries.tsv"))
-      if line.split("\t")[0] in read_run(os.path.join(workdir, "bm25.run"))))
+      line for line in open(os.path.join(data, "queries.tsv"), encoding="utf-8")
+      if line.split("\t")[0] in read_run(os.path.join(workdir, "bm25.run"))), encoding="utf-8")
   argv = ["rerank", "--queries", str(tmp_path / "q.tsv"), "--corpus",
           os.path.join(data, "corpus.jsonl"), "--run", os.path.join(workdir, "bm25.run")]
-  for name, depth in zip(("tk", "monot5", "duot5"), DEPTHS):
-    argv += ["--stage", f"{name}=shipped:{name}@{depth}", "--fuse"]
+  for (row, model), depth in zip(cascade, depths):
+    argv += ["--stage", f"{row}=shipped:{model}@{depth}", "--fuse"]
   argv += ["--fusion-weights", os.path.join(workdir, "valid_cascade", "results.json"), "-o",
            str(tmp_path / "rerank")]
   assert cli.main(argv) == 0
-  for path in sorted(os.listdir(os.path.join(workdir, "cascade"))):
-    if path.endswith(".run") and not path.startswith("00_"):
-      assert read_run(str(tmp_path / "rerank" / path)) == read_run(
-          os.path.join(workdir, "cascade", path)), path
+  compared = [path for path in sorted(os.listdir(os.path.join(workdir, "cascade")))
+              if path.endswith(".run") and not path.startswith("00_")]
+  assert len(compared) == 2 * len(cascade)  # each reranker's run and its fusion's
+  for path in compared:
+    assert read_run(str(tmp_path / "rerank" / path)) == read_run(
+        os.path.join(workdir, "cascade", path)), path
+
+
+def test_the_demo_is_t5rank_rerank_with_the_shipped_models(demo, tmp_path):
+  assert_t5rank_rerank_gives_the_demos_runs(demo[0], job.ENGLISH_CASCADE.rerankers, DEPTHS,
+                                            tmp_path)
 
 
 def test_the_same_command_again_reuses_every_stage(demo, capsys):
@@ -258,25 +266,12 @@ def test_the_cross_lingual_demo_runs_the_shipped_bilingual_models(xpr_demo):
 
 
 def test_the_cross_lingual_cascade_is_t5rank_rerank_with_the_shipped_models(xpr_demo, tmp_path):
-  workdir, _ = xpr_demo
-  data = os.path.join(workdir, "data")
-  (tmp_path / "q.tsv").write_text("".join(
-      line for line in open(os.path.join(data, "queries.tsv"), encoding="utf-8")
-      if line.split("\t")[0] in read_run(os.path.join(workdir, "bm25.run"))), encoding="utf-8")
-  argv = ["rerank", "--queries", str(tmp_path / "q.tsv"), "--corpus",
-          os.path.join(data, "corpus.jsonl"), "--run", os.path.join(workdir, "bm25.run")]
-  for (row, model), depth in zip(job.XPR_CASCADE.rerankers, XPR_DEPTHS):
-    argv += ["--stage", f"{row}=shipped:{model}@{depth}", "--fuse"]
-  argv += ["--fusion-weights", os.path.join(workdir, "valid_cascade", "results.json"), "-o",
-           str(tmp_path / "rerank")]
-  assert cli.main(argv) == 0
-  for path in sorted(os.listdir(os.path.join(workdir, "cascade"))):
-    if path.endswith(".run") and not path.startswith("00_"):
-      assert read_run(str(tmp_path / "rerank" / path)) == read_run(
-          os.path.join(workdir, "cascade", path)), path
+  assert_t5rank_rerank_gives_the_demos_runs(xpr_demo[0], job.XPR_CASCADE.rerankers, XPR_DEPTHS,
+                                            tmp_path)
 
 
-def test_the_cross_lingual_models_train_each_from_the_one_before(tmp_path, monkeypatch):
+def test_the_cross_lingual_models_train_from_the_pretrained_one_and_the_first_stage(tmp_path,
+                                                                                    monkeypatch):
   calls = []
 
   def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
@@ -295,7 +290,8 @@ def test_the_cross_lingual_models_train_each_from_the_one_before(tmp_path, monke
   assert calls[1][3]  # from a model trained now: trained anew too
   assert calls[2][2] == ["MIXTURE_OR_TASK_NAME = 'xpi_enzh'", "TRAIN_STEPS = 2000",
                          "TRAIN_STEPS = 5"]  # the later binding of a name wins
-  assert calls[3][2][-1].startswith("INIT_CHECKPOINT = ") and calls[3][3]
+  assert calls[3][2] == [f"INIT_CHECKPOINT = {shipped.path('xpr_dual_encoder_xpi')!r}"]
+  assert calls[3][3]
 
 
 def test_the_cascades_depths_and_directories_are_their_own(xpr_demo, demo, tmp_path):
@@ -303,6 +299,8 @@ def test_the_cascades_depths_and_directories_are_their_own(xpr_demo, demo, tmp_p
     cli.main(["demo", "--cross-lingual", "--depths", "10,5,2", "--workdir", str(tmp_path / "w")])
   with pytest.raises(SystemExit, match="--depths goes with the cascades"):
     cli.main(["demo", "--monot5-only", "--depths", "10,5,2", "--workdir", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--depth goes with --monot5-only"):
+    cli.main(["demo", "--cross-lingual", "--depth", "50", "--workdir", str(tmp_path / "w")])
   with pytest.raises(SystemExit, match="--pretrain-steps and --dense-steps go with"):
     cli.main(["demo", "--pretrain-steps", "3", "--workdir", str(tmp_path / "w")])
   assert not (tmp_path / "w").exists()

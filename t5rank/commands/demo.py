@@ -48,11 +48,12 @@ pairs, then the mixed strategy's) over the pool, then the bilingual monoT5 (ship
 a tiny T5 pre-trained with span corruption on InsuranceQA's and Tatoeba's English and Chinese text,
 shipped:xpr_pretrained, fine-tuned with yes/no on the mixed strategy's pairs) over the fused top
 (--depths DUAL_ENCODER,MONOT5), each fused as above, every row also broken down by query and answer
-language; evaluated on P@1 (= acc@1), acc@10, MRR and MAP. About 3.5 minutes on 2 cores with the
+language; evaluated on P@1 (= acc@1), acc@10, MRR and MAP. About 3 minutes on 2 cores with the
 shipped models; --retrain (or a --gin binding) trains the four models by their recipes
 (gin/experiments/pretrain_tiny_enzh_cpu.gin, xpr_mixed_tiny_cpu.gin, dual_encoder_xpr_cpu.gin
-twice; about 65 minutes more); --pretrain-steps and --dense-steps shorten the pre-training and the
-dual encoder's two stages for a try.
+twice; about 65 minutes more), monoT5 from the pre-trained model and the dual encoder from its
+first stage; --pretrain-steps and --dense-steps shorten the pre-training and the dual encoder's two
+stages for a try (a model started from a model trained now is trained again too).
 
 --monot5-only --cross-lingual is the single-model job on the XPR pools (default WORKDIR
 runs/insuranceqa_xpr): it trains the pre-trained and fine-tuned monoT5 (WORKDIR/pretrain,
@@ -91,14 +92,14 @@ def add_parser(subparsers) -> None:
                  help=f"where data, index, models, runs and results go (default: "
                       f"{ENGLISH_CASCADE.workdir}, with --cross-lingual {XPR_CASCADE.workdir}, "
                       f"with --monot5-only {ENGLISH.workdir}, with both {CROSS_LINGUAL.workdir})")
-  p.add_argument("--depths", type=depths, metavar="TK,MONOT5,DUOT5",
+  p.add_argument("--depths", type=depths, metavar="K,K,...",
                  help="candidates each reranker reranks per query (default: "
                       f"{','.join(map(str, ENGLISH_CASCADE.depths))}: TK the whole pool of ~200; "
                       "with --cross-lingual two, the dual encoder's and monoT5's: "
                       f"{','.join(map(str, XPR_CASCADE.depths))})")
   p.add_argument("--monot5-only", action="store_true",
                  help="the single-model job: BM25 vs BM25+monoT5 vs their hybrid")
-  p.add_argument("--depth", type=positive_int, default=DEFAULT_DEPTH,
+  p.add_argument("--depth", type=positive_int,
                  help=f"with --monot5-only: BM25 candidates reranked per query "
                       f"(default: {DEFAULT_DEPTH}, every answer of the query's pool: ~200)")
   p.add_argument("--queries", type=positive_int, metavar="N",
@@ -122,10 +123,11 @@ def add_parser(subparsers) -> None:
                  help="the English/Chinese job on XPR pools: BM25, the bilingual dual encoder, "
                       "the pre-trained bilingual monoT5")
   p.add_argument("--pretrain-steps", type=positive_int, metavar="N",
-                 help="with --cross-lingual: pre-training steps (default: the gin file's, 3,600)")
+                 help="with --cross-lingual: pre-training steps (default: the gin file's, 3,600; "
+                      "the monoT5 fine-tuned from it is then trained again)")
   p.add_argument("--dense-steps", type=positive_int, metavar="N",
                  help="with --cross-lingual: training steps of each of the dual encoder's two "
-                      "stages (default: 2,000 on XPI's pairs, then 3,000)")
+                      "stages (default: 2,000 on XPI's pairs, then 3,000; both trained anew)")
   p.set_defaults(func=run, files=files, accepts_extra=True, overwrite=False)
 
 
@@ -170,6 +172,9 @@ def run(args: argparse.Namespace) -> int:
     if args.gin_file:
       raise SystemExit("--gin_file goes with --monot5-only (the cascade's recipes are its "
                        "models' own; --gin.NAME=VALUE changes every one)")
+    if args.depth is not None:
+      raise SystemExit("--depth goes with --monot5-only; the cascades take --depths, one per "
+                       "reranker")
     if args.depths is not None and len(args.depths) != len(job.rerankers):
       raise SystemExit(f"--depths: {len(job.rerankers)} numbers, "
                        f"{','.join(row.upper() for row, _ in job.rerankers)}, got "
@@ -189,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
   if args.depths is not None:
     raise SystemExit("--depths goes with the cascades; --monot5-only reranks BM25's top --depth")
-  run_insuranceqa(workdir=args.workdir, depth=args.depth, num_queries=args.queries,
+  run_insuranceqa(workdir=args.workdir, depth=args.depth or DEFAULT_DEPTH,
+                  num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,
                   tune_queries=args.tune_queries, job=job,
                   pretrain_bindings=[f"TRAIN_STEPS = {args.pretrain_steps}"]

@@ -24,7 +24,8 @@ then the bilingual dual encoder (XPI's sentence pairs, then the mixed strategy's
 then the bilingual monoT5 (fine-tuned from the T5 pre-trained on both languages) over the fused
 top DEPTHS[1], evaluated on P@1 (= acc@1), acc@10, MRR and MAP, each row also by query and answer
 language. Its four models ship too (xpr_pretrained, xpr_monot5, xpr_dual_encoder_xpi,
-xpr_dual_encoder), each trained from the one before it when retrained.
+xpr_dual_encoder); retrained, monoT5 starts from the pre-trained model and the dual encoder from
+its first stage.
 
 `t5rank.pipelines.cascade` runs each cascade (its runs, reuse and resumption); this module chooses
 the models and the data. The single-model job (BM25, BM25+monoT5, their hybrid) is
@@ -54,7 +55,8 @@ TEACHER = "teacher"  # WORKDIR/teacher: the distillation teacher's scores of the
 # gave its monoT5 fusion (BENCHMARKS.md, "Distillation (Margin-MSE)")
 TEACHER_MEMBERS = ("bm25", "tk", "monot5")
 TEACHER_WEIGHTS = (0.05, 0.55, 0.4)
-TEACHER_INFO = "teacher_members.json"  # in WORKDIR: the recipes of the models the teacher fused
+# in WORKDIR: the models the teacher fused, by path, recipe and weights (their manifests' hashes)
+TEACHER_INFO = "teacher_members.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +117,6 @@ XPR_CASCADE = CascadeJob(
     rerankers=(("dual_encoder", "xpr_dual_encoder"), ("monot5", "xpr_monot5")),
     depths=(1000, 100), workdir=os.path.join("runs", "insuranceqa_xpr_cascade"),
     metrics=XPR_METRICS)
-DEFAULT_WORKDIR = ENGLISH_CASCADE.workdir
-DEFAULT_DEPTHS = ENGLISH_CASCADE.depths
 
 
 def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain: bool = False,
@@ -180,10 +180,10 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
       n is not None and n < 1 for n in (num_queries, teacher_queries)):
     raise ValueError(f"{len(job.rerankers)} positive depths and positive numbers of queries, got "
                      f"{list(depths)}, {num_queries}, {tune_queries}, {teacher_queries}")
-  if unknown or (distil and job is not ENGLISH_CASCADE):
+  if unknown or (distil and "tk" not in {m.name for m in job.models}):
     raise ValueError(f"this cascade's models are {[m.name for m in job.models]}, got bindings "
                      f"for {sorted(unknown)}" if unknown else
-                     "distillation is the English cascade's (its TK)")
+                     "distillation is the English cascade's (a TK distilled in TK's place)")
   workdir = workdir or job.workdir
   os.makedirs(workdir, exist_ok=True)
   marker = os.path.join(workdir, JOB_FILE)
@@ -211,7 +211,8 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                      functools.partial(_teacher, retrain, teacher_queries)),
                Stage(f"model: {DISTILLED_TK.name}", functools.partial(
                    _model, DISTILLED_TK, list(gin_bindings), retrain))]
-    cascade[0] = (DISTILLED_TK.name, DISTILLED_TK.name)
+    cascade = [(DISTILLED_TK.name, DISTILLED_TK.name) if model == "tk" else (row, model)
+               for row, model in cascade]
   record["cascade"] = cascade
   record["cascade_models"] = [name for _, name in cascade]
   stages += [
@@ -244,8 +245,9 @@ def _teacher(retrain: bool, queries: Optional[int], record: Record):
   checkpoints = [BM25_MEMBER if name == BM25_MEMBER else f"shipped:{name}"
                  if models[name]["source"] == "shipped"
                  else os.path.abspath(models[name]["checkpoint"]) for name in TEACHER_MEMBERS]
-  # the members by their weights (the hash of each checkpoint's manifest: its files' hashes), so
-  # that a member retrained in place, at the same path and by the same recipe, is seen
+  # the members by their weights (the hash of each checkpoint's manifest: its files' hashes; a
+  # file over files.HASH_LIMIT by its size only), so that a member retrained in place, at the
+  # same path and by the same recipe, is seen
   wanted = {"members": checkpoints, "weights": list(TEACHER_WEIGHTS), "queries": queries,
             "recipes": {name: trained[name][0] for name in TEACHER_MEMBERS if name in trained},
             "manifests": {name: sha256_file(os.path.join(models[name]["checkpoint"],
