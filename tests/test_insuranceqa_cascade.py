@@ -82,8 +82,10 @@ def test_the_same_command_again_reuses_every_stage(demo, capsys):
   assert again["evaluation"] == results["evaluation"]
 
 
-def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_path,
-                                                                              monkeypatch):
+@pytest.fixture
+def training(monkeypatch):
+  """The (model, gin files, bindings, retrain) of each model the job would train; the shipped model
+  of that name stands for the trained one."""
   calls = []
 
   def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
@@ -91,6 +93,11 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
     return shipped.path(os.path.basename(model_dir)), True
 
   monkeypatch.setattr(job, "prepare_model", prepare_model)
+  return calls
+
+
+def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_path, training):
+  calls = training
   trained = {}
   for model in job.MODELS:
     job.prepare(model, str(tmp_path), retrain=True, trained=trained)
@@ -271,14 +278,8 @@ def test_the_cross_lingual_cascade_is_t5rank_rerank_with_the_shipped_models(xpr_
 
 
 def test_the_cross_lingual_models_train_from_the_pretrained_one_and_the_first_stage(tmp_path,
-                                                                                    monkeypatch):
-  calls = []
-
-  def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
-    calls.append((os.path.basename(model_dir), gin_files, list(bindings), retrain))
-    return shipped.path(os.path.basename(model_dir)), True
-
-  monkeypatch.setattr(job, "prepare_model", prepare_model)
+                                                                                    training):
+  calls = training
   trained = {}
   steps = {"xpr_pretrained": ["TRAIN_STEPS = 7"], "xpr_dual_encoder_xpi": ["TRAIN_STEPS = 5"]}
   for model in job.XPR_MODELS:
