@@ -1,14 +1,16 @@
-"""The main job as a cascade: InsuranceQA v2's test pools through BM25 → TK → monoT5 → duoT5, each
-stage fused with the stages before it by weights tuned on validation queries (`t5rank demo`).
+"""The main job as a cascade: InsuranceQA v2's test pools through BM25 → the dual encoder → TK →
+monoT5 → duoT5, each stage fused with the stages before it by weights tuned on validation queries
+(`t5rank demo`).
 
     test split ─► BM25 over each query's answer pool (k1 0.9, b 0.4), all of it (~200 answers)
-    ─► the models: the shipped ones (t5rank/shipped: TK, monoT5, duoT5 from that monoT5) when the
-       repository's recipes are theirs, else trained by those recipes in WORKDIR/NAME (reused and
-       resumed as `t5rank train` does; `retrain` trains all three anew, duoT5 from the new monoT5)
-    ─► the cascade on the first TUNE_QUERIES validation queries (WORKDIR/valid_cascade): TK over
-       the pool, monoT5 over the fused top DEPTHS[1] (the pool), duoT5 over the fused top
-       DEPTHS[2] (10); after each reranker the fusion of it and every stage before it (z-scores,
-       weights tuned there: best MRR)
+    ─► the models: the shipped ones (t5rank/shipped: the dual encoder, TK, monoT5, duoT5 from that
+       monoT5) when the repository's recipes are theirs, else trained by those recipes in
+       WORKDIR/NAME (reused and resumed as `t5rank train` does; `retrain` trains all four anew,
+       duoT5 from the new monoT5)
+    ─► the cascade on the first TUNE_QUERIES validation queries (WORKDIR/valid_cascade): the dual
+       encoder and TK over the pool, monoT5 over the fused top DEPTHS[2] (the pool), duoT5 over
+       the fused top DEPTHS[3] (10); after each reranker the fusion of it and every stage before
+       it (z-scores, weights tuned there: best MRR)
        with `distil`: the teacher, BM25 + TK + monoT5 fused with TEACHER_WEIGHTS, scores each
        training question's relevant answers and 20 of its pool's once (WORKDIR/teacher,
        `t5rank teacher`'s code), TK is trained on its score margins (Margin-MSE,
@@ -72,6 +74,7 @@ class Model:
 
 
 MODELS = (
+    Model("dual_encoder", "gin/experiments/dual_encoder_insuranceqa_cpu.gin"),
     Model("tk", "gin/experiments/tk_insuranceqa_cpu.gin"),
     Model("monot5", DEFAULT_GIN_FILE),
     Model("duot5", "gin/experiments/duot5_insuranceqa_cpu.gin", init="monot5"),
@@ -104,12 +107,15 @@ class CascadeJob:
   metrics: tuple[str, ...] = METRICS
 
 
-# TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses a sixth of the
-# relevant answers it would rank high: validation MRR .3913 against .4079); duoT5: the top 10
+# the dual encoder, TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses
+# a sixth of the relevant answers it would rank high: validation MRR .3913 against .4079, before
+# the dual encoder joined); duoT5: the top 10. The dual encoder first: validation MRR of monoT5's
+# fusion .4280 against .4079 without it (BENCHMARKS.md, "The cascade: `make demo`")
 ENGLISH_CASCADE = CascadeJob(
     key="t5rank demo: the InsuranceQA cascade", data=ENGLISH, models=MODELS,
-    rerankers=(("tk", "tk"), ("monot5", "monot5"), ("duot5", "duot5")),
-    depths=(1000, 1000, 10), workdir=os.path.join("runs", "insuranceqa_cascade"))
+    rerankers=(("dual_encoder", "dual_encoder"), ("tk", "tk"), ("monot5", "monot5"),
+               ("duot5", "duot5")),
+    depths=(1000, 1000, 1000, 10), workdir=os.path.join("runs", "insuranceqa_cascade"))
 # the dual encoder: the whole pool; monoT5: the fused top 100 (validation MRR of its fusion .211,
 # over the pool .210, top 20 .204; half the time of the pool)
 XPR_CASCADE = CascadeJob(
