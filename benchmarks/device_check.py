@@ -1,9 +1,10 @@
 """One prepared check for a lent accelerator: what only a GPU (or TPU) can show, in one call.
 
     # on the CPU: the inputs and the CPU's own figures (about 3 minutes; runs/devcheck, ~25 MB)
-    python benchmarks/device_check.py prepare --monot5 runs/mono20/final --tk runs/tk20/best
-    # on the device, from the repository root (about 6 minutes; one table at the end)
-    python benchmarks/device_check.py run --inputs runs/devcheck
+    python benchmarks/device_check.py prepare      # the shipped monoT5 and TK, the demo's weights
+    # on the device, from the repository root (one table at the end); every section takes longer
+    # than one 10-minute call: choose them, e.g. the two cascades (about 10 minutes)
+    python benchmarks/device_check.py run --inputs runs/devcheck --sections "cascade,T5-base cascade"
     # both with tiny shapes on this CPU, as tests/test_device_check.py runs it
     python benchmarks/device_check.py tiny
 
@@ -20,8 +21,17 @@ reported as such and the others go on):
               encoder and its share of the measured peak
   end to end  `t5rank score` with T5-base (random weights) in bfloat16: pairs/s against the step's
   TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base
-`prepare` writes the inputs (the first --queries test queries' pools, their answers, BM25's run),
-the CPU's reference scores and rates, and a paper-size TK built on --tk's word list.
+  cascade     `t5rank rerank` with the demo's cascade (the shipped dual encoder, TK, monoT5, duoT5,
+              each fused by the demo's validation weights) on the same queries: every row's MRR
+              and largest score difference against the CPU's run, each stage's time and pairs/s,
+              first run and again from the compilation cache
+  T5-base cascade  `t5rank rerank` with Hugging Face-format monoT5 and duoT5 of T5-base's size
+              (random weights; what castorini's checkpoints are) in bfloat16: monoT5 over BM25's
+              top 100, duoT5 over its top 10, of the first HF_QUERIES queries: each stage's
+              pairs/s, first run and cached
+`prepare` writes the inputs (the first --queries test queries' pools, their answers, judgments,
+BM25's run, the demo's fusion weights), the CPU's reference scores, rates and cascade, and a
+paper-size TK built on --tk's word list.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 SEED = 0
+HF_QUERIES = 50  # the T5-base cascade's queries (their BM25 top 100 and top 10)
 
 # `t5rank ...` in a fresh process, with its compilations counted (JAX's monitoring events)
 _COUNTING = """
@@ -66,7 +77,8 @@ print("COUNTS " + json.dumps({"wall": time.perf_counter() - start, "code": code,
 def t5rank(argv: list[str], timeout: float, cache: Optional[str] = None) -> dict:
   """Runs `t5rank argv` in a new process (compilation cache off, or in `cache`); returns its
   wall clock, compilations and exit status, or {"timeout": seconds} when it ran out of time."""
-  env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1",
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
+      "PYTHONPATH")])), PYTHONUNBUFFERED="1",
              T5RANK_COMPILATION_CACHE="1" if cache else "0", T5RANK_CACHE_DIR=cache or "")
   start = time.perf_counter()
   try:
@@ -84,6 +96,35 @@ def score_argv(inputs: str, checkpoint: str, output: str, *extra: str) -> list[s
   return ["score", "--checkpoint", checkpoint, "--queries", f"{inputs}/queries.tsv",
           "--corpus", f"{inputs}/corpus.jsonl.gz", "--run", f"{inputs}/bm25.run.gz",
           "--output", output, "--window", "0", *extra]
+
+
+def cascade_argv(inputs: str, output: str, tune: bool = False) -> list[str]:
+  """`t5rank rerank` with the demo's cascade: its shipped models at its depths, each fused by the
+  demo's validation weights (with `tune`: by weights tuned on these queries), evaluated on the
+  inputs' judgments."""
+  from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
+
+  weights = ["--tune-fusion"] if tune else ["--fusion-weights", f"{inputs}/fusion.json"]
+  argv = ["rerank", "--queries", f"{inputs}/queries.tsv", "--corpus", f"{inputs}/corpus.jsonl.gz",
+          "--run", f"{inputs}/bm25.run.gz", "--qrels", f"{inputs}/qrels.txt", *weights,
+          "-o", output]
+  for (row, model), depth in zip(ENGLISH_CASCADE.rerankers, ENGLISH_CASCADE.depths):
+    argv += ["--stage", f"{row}=shipped:{model}@{depth}", "--fuse"]
+  return argv
+
+
+def cascade_rows(output: str) -> dict[str, dict]:
+  """{row: {"MRR", "seconds", "pairs/s", "run"}} of a `t5rank rerank` results.json."""
+  with open(f"{output}/results.json") as f:
+    results = json.load(f)
+  rows = {s["name"]: {"MRR": s["mean"]["MRR"]} for s in results["evaluation"]["stages"]}
+  for t in results["timings"]:
+    rows[t["name"]].update(seconds=t.get("seconds"), pairs=t.get("pairs"),
+                           rate=t.get("pairs_per_second"))
+  for name, path in results["runs"].items():
+    run = os.path.join(output, os.path.basename(path))
+    rows[name]["run"] = run if os.path.exists(run) else run + ".gz"  # compressed to travel
+  return rows
 
 
 def log_p_differences(run: str, reference: str) -> float:
@@ -116,6 +157,7 @@ def _no_init():
 
 
 def prepare(args: argparse.Namespace) -> None:
+  from t5rank.checkpoints import shipped
   from t5rank.data.insuranceqa import load_split
   from t5rank.data.readers import Document
   from t5rank.retrieval.bm25 import BM25
@@ -136,16 +178,21 @@ def prepare(args: argparse.Namespace) -> None:
   with gzip.open(f"{out}/bm25.run.gz", "wt") as f:
     f.writelines(f"{q} Q0 {d} {r + 1} {s!r} bm25\n" for q, docs in run.items()
                  for r, (d, s) in enumerate(docs))
+  with open(f"{out}/qrels.txt", "w") as f:
+    f.writelines(f"{q} 0 {d} 1\n" for q, docs in split.relevant.items() for d in docs)
+  shutil.copyfile(args.fusion_weights, f"{out}/fusion.json")
   pairs = sum(map(len, run.values()))
   print(f"{len(queries)} queries, {len(corpus)} answers, {pairs} pairs", flush=True)
   for name, source in (("monot5", args.monot5), ("tk", args.tk)):
-    shutil.copytree(source, f"{out}/{name}", dirs_exist_ok=False)
+    shutil.copytree(shipped.resolve(source), f"{out}/{name}", dirs_exist_ok=False)
   paper_size_tk(f"{out}/tk", f"{out}/tk_paper")
   cpu = {"pairs": pairs}
   for name in ("monot5", "tk"):
     result = t5rank(score_argv(out, f"{out}/{name}", f"{out}/cpu_{name}.run"), timeout=1800)
     cpu[name] = result
     print(f"CPU {name}: {result}", flush=True)
+  cpu["cascade"] = t5rank(cascade_argv(out, f"{out}/cpu_cascade"), timeout=3600)
+  print(f"CPU cascade: {cpu['cascade']}", flush=True)
   with open(f"{out}/cpu.json", "w") as f:
     json.dump(cpu, f, indent=1)
 
@@ -295,12 +342,75 @@ def run(args: argparse.Namespace) -> Report:
                  f"pairs/s over {cpu['pairs']} pairs, {result['wall']:.1f} s with start-up; "
                  f"{result['compiled']} compilations, {result['compile_s']:.1f} s")
 
-  budgets = {"peak": 30, "precision": 150, "TK": 150, "step": 100, "end to end": 130}
+  def cascade_section(budget: float) -> None:
+    reference = cascade_rows(f"{inputs}/cpu_cascade")
+    cache = f"{work}/cascade_cache"
+    for label in ("first run", "cached") if not tiny else ("first run",):
+      out = f"{work}/cascade_{label.replace(' ', '_')}"
+      result = t5rank(cascade_argv(inputs, out), timeout=budget * (0.6 if label == "first run"
+                                                                    else 0.4), cache=cache)
+      if "timeout" in result:
+        report.add("cascade", label, "ran out of time", f"{result['timeout']:.0f} s")
+        continue
+      report.add("cascade", f"{label}: t5rank rerank", f"{result['wall']:.1f} s",
+                 f"CPU (2-core VM) {cpu['cascade']['wall']:.1f} s; {result['cache_misses']} "
+                 f"compiled, {result['cache_hits']} from the cache")
+      for name, row in cascade_rows(out).items():
+        cpu_row = reference[name]
+        speed = (f"; {row['seconds']} s, {row['rate']:.0f} pairs/s (CPU {cpu_row['seconds']} s, "
+                 f"{cpu_row['rate']:.0f})" if row.get("rate") else "")
+        report.add("cascade", f"{label}: {name} MRR", f"{row['MRR']:.4f}",
+                   f"CPU {cpu_row['MRR']:.4f}; max |d score| "
+                   f"{log_p_differences(row['run'], cpu_row['run']):.2g}{speed}")
+
+  def t5_base_cascade_section(budget: float) -> None:
+    from t5rank.checkpoints.hf import save_hf_checkpoint
+    from t5rank.models.config import get_config
+    from t5rank.testing import random_params
+
+    name = "tiny" if tiny else "t5_base"
+    config = get_config(name, dropout_rate=0.0)
+    for seed, family in enumerate(("monot5", "duot5")):
+      if not os.path.exists(f"{work}/hf_{family}"):
+        save_hf_checkpoint(f"{work}/hf_{family}", random_params(config, seed=seed), config)
+    # the first HF_QUERIES queries: T5-base's first run compiles for minutes on a GPU
+    from t5rank.data.readers import read_queries, read_run, write_run
+    queries = dict(list(read_queries(f"{inputs}/queries.tsv").items())[:HF_QUERIES])
+    with open(f"{work}/hf_queries.tsv", "w") as f:
+      f.writelines(f"{q}\t{t}\n" for q, t in queries.items())
+    write_run(f"{work}/hf_bm25.run", {q: docs for q, docs in read_run(
+        f"{inputs}/bm25.run.gz").items() if q in queries}, tag="bm25")
+    cache = f"{work}/hf_cache"
+    for label in ("first run", "cached") if not tiny else ("first run",):
+      out = f"{work}/hf_cascade_{label.replace(' ', '_')}"
+      result = t5rank(["rerank", "--queries", f"{work}/hf_queries.tsv", "--corpus",
+                       f"{inputs}/corpus.jsonl.gz", "--run", f"{work}/hf_bm25.run",
+                       "--stage", f"monot5={work}/hf_monot5@100", "--reranker", "monot5",
+                       "--stage", f"duot5={work}/hf_duot5@10", "--reranker", "duot5",
+                       "--dtype", "bfloat16", "-o", out],
+                      timeout=budget * (0.6 if label == "first run" else 0.4), cache=cache)
+      if "timeout" in result:
+        report.add("T5-base cascade", label, "ran out of time", f"{result['timeout']:.0f} s")
+        continue
+      with open(f"{out}/results.json") as f:
+        timings = json.load(f)["timings"]
+      report.add("T5-base cascade", f"{label}: t5rank rerank ({name}, bfloat16)",
+                 f"{result['wall']:.1f} s", f"{result['cache_misses']} compiled, "
+                 f"{result['cache_hits']} from the cache")
+      for t in timings[1:]:
+        report.add("T5-base cascade", f"{label}: {t['name']}", t["pairs_per_second"],
+                   f"pairs/s; {t['pairs']} pairs in {t['seconds']} s")
+
+  budgets = {"peak": 30, "precision": 150, "TK": 150, "step": 100, "end to end": 130,
+             "cascade": 330, "T5-base cascade": 250}
+  # with tiny shapes on a CPU: a fifth, but the cascades' one run each loads every model
+  tiny_share = {"cascade": 0.5, "T5-base cascade": 0.5}
   sections = {"peak": peak_section, "precision": precision_section, "TK": tk_section,
-              "step": step_section, "end to end": end_to_end_section}
+              "step": step_section, "end to end": end_to_end_section, "cascade": cascade_section,
+              "T5-base cascade": t5_base_cascade_section}
   for name, fn in sections.items():
     if not args.sections or name in args.sections.split(","):
-      report.section(name, budgets[name] * (0.2 if tiny else 1), fn)
+      report.section(name, budgets[name] * (tiny_share.get(name, 0.2) if tiny else 1), fn)
   print(report.table(), flush=True)
   return report
 
@@ -330,7 +440,7 @@ def tiny(args: argparse.Namespace) -> Report:
   with gzip.open(f"{out}/corpus.jsonl.gz", "wt") as f:
     f.writelines(json.dumps({"id": d, "text": t}) + "\n" for d, t in docs.items())
   with gzip.open(f"{out}/bm25.run.gz", "wt") as f:
-    f.writelines(f"{q} Q0 d{i} {i + 1} {-i}.0 bm25\n" for q in queries for i in range(30))
+    f.writelines(f"{q} Q0 d{i} {i + 1} {30 - i}.0 bm25\n" for q in queries for i in range(30))
   config = get_config("tiny", dropout_rate=0.0)
   save_checkpoint(f"{out}/monot5", random_params(config, seed=1, std=0.2), config)
   vocabulary = WordVocabulary.build(docs.values(), min_count=1)
@@ -340,9 +450,15 @@ def tiny(args: argparse.Namespace) -> Report:
   tk.export(f"{out}/tk", jax.tree.map(np.asarray, tk.init_params(jax.random.PRNGKey(0),
                                                                   _no_init())), {"step": 0})
   shutil.copytree(f"{out}/tk", f"{out}/tk_paper")
+  with open(f"{out}/qrels.txt", "w") as f:
+    f.writelines(f"{q} 0 d{i} 1\n" for i, q in enumerate(queries))
   cpu = {"pairs": 6 * 30}
   for name in ("monot5", "tk"):
     cpu[name] = t5rank(score_argv(out, f"{out}/{name}", f"{out}/cpu_{name}.run"), timeout=300)
+  # the fusion weights, tuned on these queries as the demo tunes them on validation queries
+  t5rank(cascade_argv(out, f"{out}/tuned", tune=True), timeout=300)
+  shutil.copyfile(f"{out}/tuned/results.json", f"{out}/fusion.json")
+  cpu["cascade"] = t5rank(cascade_argv(out, f"{out}/cpu_cascade"), timeout=300)
   with open(f"{out}/cpu.json", "w") as f:
     json.dump(cpu, f, indent=1)
   args.inputs, args.work = out, f"{out}/work"
@@ -359,8 +475,12 @@ def main() -> None:
   commands = parser.add_subparsers(dest="command", required=True)
   p = commands.add_parser("prepare", help="the inputs and the CPU's figures")
   p.add_argument("--out", default="runs/devcheck")
-  p.add_argument("--monot5", required=True, help="a monoT5 checkpoint (the demo's recipe)")
-  p.add_argument("--tk", required=True, help="a TK checkpoint")
+  p.add_argument("--monot5", default="shipped:monot5",
+                 help="a monoT5 checkpoint of the demo's recipe (default: the shipped one)")
+  p.add_argument("--tk", default="shipped:tk", help="a TK checkpoint (default: the shipped one)")
+  p.add_argument("--fusion-weights", default="runs/insuranceqa_cascade/valid_cascade/results.json",
+                 help="the demo's validation cascade's results.json: its fusion weights (default: "
+                      "`t5rank demo`'s)")
   p.add_argument("--queries", type=int, default=300, help="test queries whose pools are scored")
   r = commands.add_parser("run", help="the check, on the device")
   r.add_argument("--inputs", default="runs/devcheck")

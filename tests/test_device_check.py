@@ -1,8 +1,10 @@
 """benchmarks/device_check.py, the check a lent GPU runs first, runs on this CPU with tiny shapes:
 every section completes and reports what it measured (on a CPU the device is the CPU, so the scores
-are the CPU's own: exact zeros), and a second run compiles nothing."""
+are the CPU's own: exact zeros; the demo's cascade gives the CPU's MRR in every row), and a second
+run compiles nothing."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -18,8 +20,18 @@ def test_the_device_check_runs_every_section_on_a_cpu(tmp_path):
   rows = [line.split(" | ") for line in table.read_text().splitlines()[2:]]
   measures = {(r[0].lstrip("| "), r[1]): r[2] for r in rows}
   assert not [m for m in measures if m[1] == "FAILED"], measures
-  for section in ("peak", "precision", "TK", "step", "end to end"):
+  for section in ("peak", "precision", "TK", "step", "end to end", "cascade", "T5-base cascade"):
     assert (section, "section seconds") in measures, section
+  # the demo's cascade through `t5rank rerank` gives the CPU's reference run (here the same CPU)
+  cascade = [r for r in rows if r[0] == "| cascade" and r[1].endswith(" MRR")]
+  assert [r[1] for r in cascade] == [f"first run: {name} MRR" for name in (
+      "bm25", "dual_encoder", "dual_encoder+fusion", "tk", "tk+fusion", "monot5", "monot5+fusion",
+      "duot5", "duot5+fusion")]
+  for row in cascade:
+    cpu_mrr, difference = re.search(r"CPU ([0-9.]+); max \|d score\| ([0-9.e+-]+)", row[3]).groups()
+    assert float(row[2]) == float(cpu_mrr) and float(difference) == 0, row
+  assert {r[1] for r in rows if r[0] == "| T5-base cascade"} >= {
+      "first run: monot5", "first run: duot5"}
   assert measures["precision", "monoT5 float32, first run: max |d log P| vs CPU run"] == "0"
   # one length bucket pads documents longer: the same scores to float32 rounding
   assert float(measures["TK", "one bucket, cached: max |d s| vs CPU run"]) < 1e-6

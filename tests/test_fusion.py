@@ -170,3 +170,30 @@ def test_fuse_command_three_runs(tmp_path):
   assert [d for d, _ in read_run(out)["q1"]] == ["b", "a", "c"]
   result = fuse(*runs, "--weights", "0.5,0.6,0.25")
   assert result.returncode == 2 and "summing to 1" in result.stderr
+
+
+def test_tuning_on_mrr_gives_what_trec_eval_gives_for_every_weighting():
+  """tune_weights computes MRR for all weightings at once; each value equals trec_eval's (per_query)
+  on the fused run, ties included (scores on a coarse grid, duplicate candidates), for queries
+  missing from the runs and judged queries without a relevant candidate."""
+  from t5rank.evaluation.metrics import per_query
+
+  rng = np.random.default_rng(3)
+  ids = [f"d{i}" for i in (1, 2, 10, 11, 20, 100, 3, 30)]
+  runs = [{} for _ in range(3)]
+  qrels = {}
+  for q in range(12):
+    docs = list(rng.choice(ids, size=6, replace=False))
+    for run in runs:  # scores in steps of .5: many ties, in the runs and in their fusions
+      run[f"q{q}"] = [(d, float(rng.integers(0, 4)) / 2) for d in docs]
+    runs[2][f"q{q}"][1] = (docs[1], runs[2][f"q{q}"][0][1])
+    judged = docs[:2] if q % 3 else [d for d in ids if d not in docs][:1]  # q0, q3..: none ranked
+    qrels[f"q{q}"] = {d: 1 for d in judged} | {docs[-1]: 0}
+  qrels["q_missing"] = {"d1": 1}
+  grid = fusion.simplex_grid(3, 0.1)
+  best, values = fusion.tune_weights(qrels, runs, grid=grid, metric="MRR")
+  fusable = fusion._Fusable(runs)
+  slow = {g: float(per_query(qrels, fusable.fuse(g), ["MRR"])["MRR"].mean()) for g in grid}
+  assert values == slow
+  assert len(set(slow.values())) > 3  # the weightings rank differently
+  assert best == max(grid, key=lambda g: (slow[g], -grid.index(g)))

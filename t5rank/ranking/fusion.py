@@ -186,6 +186,42 @@ def tune_weights(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Run], *,
                      "of them a query of the tuning runs: every weight would score 0 (give the "
                      "held-out queries' qrels and runs)")
   fusable = _Fusable(runs, normalization=normalization, union=union)
-  values = {g: float(per_query(qrels, fusable.fuse(g), [metric])[metric].mean()) for g in grid}
+  if metric == "MRR":  # every weighting at once, the same floats as per_query's
+    ranks = _reciprocal_ranks(qrels, fusable, grid)
+    values = {g: float(ranks[i].mean()) for i, g in enumerate(grid)}
+  else:
+    values = {g: float(per_query(qrels, fusable.fuse(g), [metric])[metric].mean()) for g in grid}
   best = max(range(len(grid)), key=lambda i: (values[grid[i]], -i))  # ties: the earlier
   return grid[best], values
+
+
+def _reciprocal_ranks(qrels: Mapping[str, Mapping[str, int]], fusable: _Fusable,
+                      grid: Sequence[Sequence[float]]) -> np.ndarray:
+  """(weightings x the queries of `relevant_queries(qrels)`): the reciprocal rank of each query's
+  first relevant candidate in `fusable.fuse(weighting)`, for every weighting at once; what
+  `per_query(qrels, fusable.fuse(weighting), ["MRR"])` gives (trec_eval's order: score descending,
+  then document id descending; 0 for a query without a relevant candidate). The fused scores are
+  summed in `fuse`'s order, so they are the same floats and tie the same way."""
+  from t5rank.evaluation.metrics import relevant_queries
+
+  weights = np.asarray(grid, np.float64)
+  qids = relevant_queries(qrels)
+  ranks = np.zeros((len(qids), len(weights)))
+  for column, qid in enumerate(qids):
+    if qid not in fusable.queries:
+      continue
+    docids, normalized = fusable.queries[qid]
+    relevant = [j for j, d in enumerate(docids) if qrels[qid].get(d, 0) >= 1]
+    if not relevant:
+      continue
+    fused = np.zeros((len(weights), len(docids)))
+    for i, row in enumerate(normalized):
+      fused = fused + weights[:, i:i + 1] * row
+    ids = np.asarray(docids, dtype=object)
+    first = np.full(len(weights), len(docids) + 1)
+    for j in relevant:  # ranked above candidate j: a higher score, or the same and a larger id
+      above = ((fused > fused[:, j:j + 1]).sum(axis=1)
+               + ((fused == fused[:, j:j + 1]) & (ids > docids[j])).sum(axis=1))
+      first = np.minimum(first, above + 1)
+    ranks[column] = 1.0 / first
+  return np.ascontiguousarray(ranks.T)
