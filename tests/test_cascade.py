@@ -201,3 +201,22 @@ def test_fusion_weights_are_refused_for_other_models_or_depths(tmp_path):
   deeper = [a.replace("@3", "@7") for a in argv[:-2]]  # duo fuses 7, monoT5 scored only 6
   with pytest.raises(SystemExit, match="scored only its top 6"):
     cli.main([*deeper, "--fuse", "--tune-fusion", "-o", str(tmp_path / "deeper")])
+
+
+def test_judged_queries_outside_the_queries_are_left_out_of_the_averages(tmp_path, capsys):
+  """--qrels for more queries than --queries (a whole split's judgments with a few of its
+  queries): the averages are over the given queries, not diluted by zeros for the others."""
+  argv = inputs(tmp_path)
+  (tmp_path / "qrels_all").write_text("q1 0 d3 1\nq2 0 d2 1\nq3 0 d1 1\nq4 0 d4 1\n")
+  argv[argv.index("--qrels") + 1] = str(tmp_path / "qrels_all")
+  assert cli.main(argv) == 0
+  assert "2 judged queries are not in --queries and are left out" in capsys.readouterr().out
+  whole = json.loads((tmp_path / "cascade" / "results.json").read_text())["evaluation"]
+  assert whole["queries"] == 2
+  own = argv[:argv.index("--qrels") + 1] + [str(tmp_path / "qrels"), "-o", str(tmp_path / "c2")]
+  assert cli.main(own) == 0
+  assert json.loads((tmp_path / "c2" / "results.json").read_text())["evaluation"] == whole
+  (tmp_path / "qrels_other").write_text("q3 0 d1 1\n")
+  argv[argv.index("--qrels") + 1] = str(tmp_path / "qrels_other")
+  with pytest.raises(SystemExit, match="judges no document relevant to a query of --queries"):
+    cli.main(argv[:-1] + [str(tmp_path / "c3")])

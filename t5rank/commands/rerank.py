@@ -75,7 +75,9 @@ def add_parser(subparsers) -> None:
   weights.add_argument("--fusion-weights", metavar="RESULTS_JSON",
                        help="the weights tuned by an earlier `t5rank rerank --tune-fusion` with "
                             "the same stages (its results.json), applied unchanged")
-  p.add_argument("--qrels", help="judgments: evaluate every stage")
+  p.add_argument("--qrels", help="judgments: evaluate every stage (over the queries of --queries "
+                                 "with a relevant document; judged queries outside them are left "
+                                 "out)")
   p.add_argument("--dtype", choices=("float32", "bfloat16"), help="as in `t5rank score`")
   p.add_argument("--batch-tokens", type=positive_int, help="as in `t5rank score`")
   p.add_argument("-o", "--output", required=True, help="the cascade's work directory")
@@ -136,6 +138,16 @@ def run(args: argparse.Namespace) -> int:
   fusion_weights = read_fusion_weights(args.fusion_weights) if args.fusion_weights else None
   queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
   qrels = read_qrels(args.qrels) if args.qrels else None
+  if qrels is not None:  # judged queries outside --queries are not this cascade's: left out
+    outside = len(set(qrels) - set(queries))
+    qrels = {q: docs for q, docs in qrels.items() if q in queries}
+    if not any(label >= 1 for docs in qrels.values() for label in docs.values()):
+      raise SystemExit(f"t5rank rerank: --qrels {args.qrels} judges no document relevant to a "
+                       "query of --queries: nothing to evaluate or tune on")
+    if outside:
+      print(f"--qrels: {outside} judged queries are not in --queries and are left out; the "
+            f"averages are over the {sum(any(v >= 1 for v in d.values()) for d in qrels.values())} "
+            "queries of --queries with a relevant document", flush=True)
   start = time.perf_counter()
   if args.run:
     first, name = read_run(args.run), _tag(args.run)
