@@ -1,9 +1,11 @@
 """One prepared check for a lent accelerator: what only a GPU (or TPU) can show, in one call.
 
-    # on the CPU: the inputs and the CPU's own figures (about 3 minutes; runs/devcheck, ~25 MB)
+    # on the CPU, after `make demo` (its validation weights): the inputs and the CPU's own figures
+    # (about 4 minutes; runs/devcheck, ~55 MB; to travel, copy the inputs and gzip
+    # cpu_cascade/*.run: the check reads NAME.run.gz where NAME.run is not there)
     python benchmarks/device_check.py prepare      # the shipped monoT5 and TK, the demo's weights
     # on the device, from the repository root (one table at the end); every section takes longer
-    # than one 10-minute call: choose them, e.g. the two cascades (about 10 minutes)
+    # than one 10-minute call: choose them, e.g. the two cascades (time limits 580 s in all)
     python benchmarks/device_check.py run --inputs runs/devcheck --sections "cascade,T5-base cascade"
     # both with tiny shapes on this CPU, as tests/test_device_check.py runs it
     python benchmarks/device_check.py tiny

@@ -190,10 +190,23 @@ def test_tuning_on_mrr_gives_what_trec_eval_gives_for_every_weighting():
     judged = docs[:2] if q % 3 else [d for d in ids if d not in docs][:1]  # q0, q3..: none ranked
     qrels[f"q{q}"] = {d: 1 for d in judged} | {docs[-1]: 0}
   qrels["q_missing"] = {"d1": 1}
+  qrels["q0"] = {d: 0 for d in qrels["q0"]}  # judged, nothing relevant: not averaged over
+  del qrels["q11"]  # ranked, not judged: ignored
+  # trec_eval keeps scores as C floats: two answers closer than float32 resolves tie (and are
+  # ordered by id), here after fusion, where the third run alone separates d100 from d2 by 1e-9
+  near = [("d100", 1.0), ("d2", 1.0), ("d3", 0.0)]
+  runs[0]["q_near"], runs[1]["q_near"] = near, near
+  runs[2]["q_near"] = [("d100", 1.0 + 1e-9), ("d2", 1.0), ("d3", 0.0)]
+  qrels["q_near"] = {"d100": 1}
   grid = fusion.simplex_grid(3, 0.1)
-  best, values = fusion.tune_weights(qrels, runs, grid=grid, metric="MRR")
-  fusable = fusion._Fusable(runs)
-  slow = {g: float(per_query(qrels, fusable.fuse(g), ["MRR"])["MRR"].mean()) for g in grid}
-  assert values == slow
-  assert len(set(slow.values())) > 3  # the weightings rank differently
-  assert best == max(grid, key=lambda g: (slow[g], -grid.index(g)))
+  for union in (False, True):
+    best, values = fusion.tune_weights(qrels, runs, grid=grid, metric="MRR", union=union)
+    fusable = fusion._Fusable(runs, union=union)
+    slow = {g: float(per_query(qrels, fusable.fuse(g), ["MRR"])["MRR"].mean()) for g in grid}
+    assert values == slow
+    assert len(set(slow.values())) > 3  # the weightings rank differently
+    assert best == max(grid, key=lambda g: (slow[g], -grid.index(g)))
+  near_tie = per_query(qrels, fusable.fuse((0.0, 0.0, 1.0)), ["MRR"])["MRR"]
+  assert near_tie[sorted(q for q in qrels if q != "q0").index("q_near")] == 0.5  # d2 > d100
+  with pytest.raises(ValueError, match="summing to 1"):
+    fusion.tune_weights(qrels, runs, grid=[(0.5, 0.6, 0.0)], metric="MRR")

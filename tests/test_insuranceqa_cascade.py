@@ -1,5 +1,5 @@
-"""`t5rank demo`: the cascade BM25 → dual encoder → TK → monoT5 → duoT5 on InsuranceQA with the shipped models,
-fusion weights tuned on validation queries and applied unchanged to the test queries; what it
+"""`t5rank demo`: the cascade BM25 → dual encoder → TK → monoT5 → duoT5 on InsuranceQA with the
+shipped models, fusion weights tuned on validation queries and applied unchanged to the test queries; what it
 writes is what `t5rank rerank` gives for the same stages; `--retrain` trains every model by its
 recipe, duoT5 from the new monoT5."""
 

@@ -16,15 +16,17 @@ The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2
 it with the dual encoder, then with TK, then with monoT5, and the fused top 10 with duoT5
 (--depths, one depth per reranker); after each reranker its scores are fused with every stage
 before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries validation
-queries (the same cascade run there first) and applied unchanged to the test queries. It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired
-t-tests against BM25 and against the row before, Bonferroni; time and pairs/s) and writes each
-stage's run (WORKDIR/cascade), results.json and results.png. The models are the shipped ones
+queries (the same cascade run there first) and applied unchanged to the test queries. It prints
+every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25 and
+against the row before, Bonferroni; time and pairs/s) and writes each stage's run
+(WORKDIR/cascade), results.json and results.png. The models are the shipped ones
 (t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else, with
 --retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
 --gin.TRAIN_STEPS=20 for a try), trained by those recipes in WORKDIR/dual_encoder, WORKDIR/tk,
 WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training resumes, a model of the
-same recipe is reused; --retrain took 44 min 24 s for TK, monoT5 and duoT5 with the cascade, and the
-dual encoder trains in about 8 minutes more). The same command run again reuses every stage that is done.
+same recipe is reused; --retrain took 44 min 24 s for TK, monoT5 and duoT5 with the cascade
+before the dual encoder joined it, which trains in about 8 minutes more). The same command run
+again reuses every stage that is done.
 
 --distil puts a distilled TK in TK's place (docs/distillation.md): the teacher, BM25, TK and monoT5
 fused with the weights .05, .55, .4, scores each InsuranceQA training question's relevant answers
@@ -32,8 +34,9 @@ and 20 answers of its pool once (WORKDIR/teacher, as `t5rank teacher` does; abou
 cores), then TK is trained on the teacher's score margins (Margin-MSE,
 gin/experiments/tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled; about 25 minutes). With
 --retrain the teacher's models are retrained first and the teacher and the distilled TK are made
-from them. On the test pools it is no better than the shipped TK in the cascade (BENCHMARKS.md,
-"Distillation (Margin-MSE)"), which is why the default cascade keeps the undistilled one. The
+from them. On the test pools it was no better than the shipped TK in the cascade before the
+dual encoder joined it (BENCHMARKS.md, "Distillation (Margin-MSE)"), which is why the default
+cascade keeps the undistilled one. The
 results replace the plain cascade's in WORKDIR: give --distil its own --workdir to keep both.
 
 --monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR

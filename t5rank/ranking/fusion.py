@@ -108,12 +108,18 @@ class _Fusable:
           [normalize([s[d] for d in docids], normalization) for s in scores])
     self.width = len(runs)
 
-  def fuse(self, weights: Sequence[float]) -> Run:
+  def check(self, weights: Sequence[float]) -> np.ndarray:
+    """`weights` as an array; raises ValueError unless they are `width` numbers >= 0 summing to
+    1."""
     weights = np.asarray(weights, np.float64)
     if (weights.shape != (self.width,) or np.any(weights < 0)
         or not math.isclose(weights.sum(), 1.0, abs_tol=1e-9)):
       raise ValueError(f"the weights must be {self.width} numbers >= 0 summing to 1, got "
                        f"{weights.tolist()}")
+    return weights
+
+  def fuse(self, weights: Sequence[float]) -> Run:
+    weights = self.check(weights)
     fused: Run = {}
     for qid, (docids, normalized) in self.queries.items():
       # A sum in a fixed order, not a matrix product: the same float result as the two-run formula.
@@ -201,10 +207,11 @@ def _reciprocal_ranks(qrels: Mapping[str, Mapping[str, int]], fusable: _Fusable,
   first relevant candidate in `fusable.fuse(weighting)`, for every weighting at once; what
   `per_query(qrels, fusable.fuse(weighting), ["MRR"])` gives (trec_eval's order: score descending,
   then document id descending; 0 for a query without a relevant candidate). The fused scores are
-  summed in `fuse`'s order, so they are the same floats and tie the same way."""
+  summed in `fuse`'s order, so they are the same floats, and compared as trec_eval compares them:
+  rounded to float32 (its scores are C floats), so scores closer than that tie."""
   from t5rank.evaluation.metrics import relevant_queries
 
-  weights = np.asarray(grid, np.float64)
+  weights = np.stack([fusable.check(g) for g in grid]) if len(grid) else np.zeros((0, 0))
   qids = relevant_queries(qrels)
   ranks = np.zeros((len(qids), len(weights)))
   for column, qid in enumerate(qids):
@@ -217,6 +224,7 @@ def _reciprocal_ranks(qrels: Mapping[str, Mapping[str, int]], fusable: _Fusable,
     fused = np.zeros((len(weights), len(docids)))
     for i, row in enumerate(normalized):
       fused = fused + weights[:, i:i + 1] * row
+    fused = fused.astype(np.float32)
     ids = np.asarray(docids, dtype=object)
     first = np.full(len(weights), len(docids) + 1)
     for j in relevant:  # ranked above candidate j: a higher score, or the same and a larger id
