@@ -1,8 +1,9 @@
 """`t5rank evaluate`: ranking metrics of TREC runs against qrels, and paired t-tests between runs.
 
 Metrics are computed by trec_eval's own code (pytrec_eval, through ir-measures), so they follow
-trec_eval's semantics: a run is ranked by score (descending), ties by document id (descending), and
-its rank column is ignored; a document is relevant when its qrels label is >= 1; nDCG uses the
+trec_eval's semantics: a run is ranked by score (descending; trec_eval keeps scores as C floats, so
+scores closer than float32 resolves tie), ties by document id (descending), and its rank column is
+ignored; a document is relevant when its qrels label is >= 1; nDCG uses the
 labels as gains. Names accepted by `--metrics` (k a positive integer):
 
   MRR, MRR@k   reciprocal rank of the first relevant document (within the top k)
