@@ -36,8 +36,8 @@ gin/experiments/tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled; about 25 m
 --retrain the teacher's models are retrained first and the teacher and the distilled TK are made
 from them. On the test pools it was no better than the shipped TK in the cascade before the
 dual encoder joined it (BENCHMARKS.md, "Distillation (Margin-MSE)"), which is why the default
-cascade keeps the undistilled one. The
-results replace the plain cascade's in WORKDIR: give --distil its own --workdir to keep both.
+cascade keeps the undistilled one. The results replace the plain cascade's in WORKDIR: give
+--distil its own --workdir to keep both.
 
 --monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR
 runs/insuranceqa): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin

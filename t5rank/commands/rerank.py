@@ -139,15 +139,18 @@ def run(args: argparse.Namespace) -> int:
   queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
   qrels = read_qrels(args.qrels) if args.qrels else None
   if qrels is not None:  # judged queries outside --queries are not this cascade's: left out
+    from t5rank.evaluation.metrics import relevant_queries
+
     outside = len(set(qrels) - set(queries))
     qrels = {q: docs for q, docs in qrels.items() if q in queries}
-    if not any(label >= 1 for docs in qrels.values() for label in docs.values()):
+    averaged = len(relevant_queries(qrels))
+    if not averaged:
       raise SystemExit(f"t5rank rerank: --qrels {args.qrels} judges no document relevant to a "
                        "query of --queries: nothing to evaluate or tune on")
     if outside:
       print(f"--qrels: {outside} judged queries are not in --queries and are left out; the "
-            f"averages are over the {sum(any(v >= 1 for v in d.values()) for d in qrels.values())} "
-            "queries of --queries with a relevant document", flush=True)
+            f"averages are over the {averaged} queries of --queries with a relevant document",
+            flush=True)
   start = time.perf_counter()
   if args.run:
     first, name = read_run(args.run), _tag(args.run)
