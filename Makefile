@@ -1,5 +1,8 @@
 # make demo: the main job end to end.  make test: the tests.  Both create .venv on first use.
 VENV ?= .venv
+# test processes (pytest-xdist), each file's tests in one of them: most tests are compile- and
+# Python-bound, one core each
+TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL := 3
 
@@ -16,4 +19,4 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/t5rank demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests

@@ -47,7 +47,7 @@ setup(
     package_data={"t5rank": ["data/*.model", "gin/*/*.gin", "shipped/**/*"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest==9.2.0"],
+        "test": ["pytest==9.2.0", "pytest-xdist==3.8.0"],
         # Only for scripts/make_hf_goldens.py and the speed comparison against PyTorch.
         "reference": ["torch==2.13.0", "transformers==4.57.1"],
         # On a Cloud TPU VM (tpu_scripts/install.sh); libtpu comes with it, add
