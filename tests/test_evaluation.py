@@ -41,6 +41,19 @@ def test_metrics_by_hand():
   assert per_query(QRELS, RUN, ["MRR@2"])["MRR@2"].tolist() == [0.5, 0.5, 0.0]
 
 
+def test_the_cutoff_of_mrr_at_k_compares_scores_as_trec_eval_keeps_them():
+  # trec_eval keeps scores as C floats: 1 + 1e-9 and 1 tie in float32, so d2 (the larger id) is
+  # first and MRR@1 is trec_eval's RR; cut in float64, d1 would be first and d2 cut off
+  qrels = {"q": {"d2": 1}}
+  run = {"q": [("d1", 1.0 + 1e-9), ("d2", 1.0), ("d3", 0.5)]}
+  values = per_query(qrels, run, ["MRR", "MRR@1"])
+  assert values["MRR"].tolist() == [1.0] and values["MRR@1"].tolist() == [1.0]
+  # scores that differ in float32 keep their order
+  run = {"q": [("d1", 1.0 + 1e-6), ("d2", 1.0)]}
+  values = per_query(qrels, run, ["MRR", "MRR@1"])
+  assert values["MRR"].tolist() == [0.5] and values["MRR@1"].tolist() == [0.0]
+
+
 def test_metric_names():
   assert parse_metric("nDCG@20") == ("nDCG", 20)
   assert parse_metric("MRR") == ("MRR", None)

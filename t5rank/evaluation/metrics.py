@@ -58,8 +58,9 @@ def relevant_queries(qrels: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 
 def trec_eval_order(candidates: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-  """Candidates as trec_eval ranks them: score descending, then document id descending."""
-  return sorted(candidates, key=lambda c: (c[1], c[0]), reverse=True)
+  """Candidates as trec_eval ranks them: score descending, then document id descending, the scores
+  compared as trec_eval keeps them, C floats (float32): scores closer than that tie."""
+  return sorted(candidates, key=lambda c: (float(np.float32(c[1])), c[0]), reverse=True)
 
 
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
