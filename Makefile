@@ -1,7 +1,7 @@
 # make demo: the main job end to end.  make test: the tests.  Both create .venv on first use.
 VENV ?= .venv
 # test processes (pytest-xdist), each file's tests in one of them: most tests are compile- and
-# Python-bound, one core each
+# Python-bound, one core each; TEST_WORKERS=0 runs them in make's own pytest (for --pdb, -s)
 TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL := 3

@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("T5RANK_COMPILATION_CACHE", "0")  # tests/test_compilation.py turns it on
+os.environ.setdefault("T5RANK_COMPILATION_CACHE", "0")  # tests/test_device_settings.py turns it on
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 

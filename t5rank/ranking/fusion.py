@@ -208,7 +208,7 @@ def _reciprocal_ranks(qrels: Mapping[str, Mapping[str, int]], fusable: _Fusable,
   `per_query(qrels, fusable.fuse(weighting), ["MRR"])` gives (trec_eval's order: score descending,
   then document id descending; 0 for a query without a relevant candidate). The fused scores are
   summed in `fuse`'s order, so they are the same floats, and compared as trec_eval compares them:
-  rounded to float32 (its scores are C floats), so scores closer than that tie."""
+  rounded to float32 (its scores are C floats), so scores that round to the same float32 tie."""
   from t5rank.evaluation.metrics import relevant_queries
 
   weights = np.stack([fusable.check(g) for g in grid]) if len(grid) else np.zeros((0, 0))
