@@ -84,7 +84,7 @@ def test_the_same_command_reuses_what_is_done_and_redoes_what_is_not(tmp_path):
 
 def test_a_fused_stage_is_fuse_of_every_run_over_the_candidates_it_reranked(tmp_path):
   from t5rank.evaluation.metrics import per_query
-  from t5rank.ranking.fusion import interpolate_runs, simplex_grid
+  from t5rank.ranking.fusion import interpolate_runs, normalize, simplex_grid
   from t5rank.data.readers import read_qrels
 
   argv = inputs(tmp_path)
@@ -102,16 +102,23 @@ def test_a_fused_stage_is_fuse_of_every_run_over_the_candidates_it_reranked(tmp_
   runs = [read_run(str(out / f)) for f in ("00_bm25.run", "01_monot5.run", "02_duo.run")]
   monot5 = runs[1]
   top = {q: [d for d, _ in sorted(docs, key=lambda x: -x[1])[:3]] for q, docs in monot5.items()}
-  restricted = [{q: [(d, s) for d, s in run[q] if d in top[q]] for q in top} for run in runs]
+  # each run's z-scores over the candidates its stage scored (BM25 all, monoT5 its top 6, duo its
+  # top 3), of the top 3 duo reranked
+  restricted = []
+  for run, depth in zip(runs, (None, 6, 3)):
+    scored = {q: sorted(sorted(docs, key=lambda x: -x[1])[:depth]) for q, docs in run.items()}
+    z = {q: dict(zip([d for d, _ in docs], normalize([s for _, s in docs])))
+         for q, docs in scored.items()}
+    restricted.append({q: [(d, z[q][d]) for d in sorted(top[q])] for q in top})
   qrels = read_qrels(str(tmp_path / "qrels"))
-  mrr = {w: per_query(qrels, interpolate_runs(restricted, w), ["MRR"])["MRR"].mean()
-         for w in simplex_grid(3)}
+  mrr = {w: per_query(qrels, interpolate_runs(restricted, w, normalization="none"),
+                      ["MRR"])["MRR"].mean() for w in simplex_grid(3)}
   best = max(mrr.values())
   assert entry["tuning_MRR"] == pytest.approx(best)
   # the tuned weighting is the first of the grid (most weight on BM25, then monoT5) with that MRR
   assert tuple(entry["weights"]) == next(w for w in simplex_grid(3) if mrr[w] == best)
   fused = read_run(str(out / "02_duo+fusion.run"))
-  expected = interpolate_runs(restricted, entry["weights"])
+  expected = interpolate_runs(restricted, entry["weights"], normalization="none")
   for q in top:
     assert [d for d, _ in fused[q][:3]] == [d for d, _ in expected[q]]
     assert [s for _, s in fused[q][:3]] == pytest.approx([s for _, s in expected[q]])
@@ -125,6 +132,27 @@ def test_a_fused_stage_is_fuse_of_every_run_over_the_candidates_it_reranked(tmp_
   assert read_run(str(tmp_path / "test" / "02_duo+fusion.run")) == fused
   again = json.loads((tmp_path / "test" / "results.json").read_text())["fusion"]["duo+fusion"]
   assert again["weights"] == entry["weights"] and "tuning_MRR" not in again
+
+
+def test_a_fusion_that_gives_its_stage_weight_0_is_the_ranking_the_stage_reranked(tmp_path):
+  """Each run keeps the normalization it had in the fusions before (z-scores over the candidates
+  its stage scored): duo's fusion with monoT5's fusion weights and 0 for duo is monoT5's fusion's
+  top 3, in its order and with its scores (normalized over the top 3 alone, it would not be)."""
+  argv = inputs(tmp_path)
+  stages = [*argv[:-6], "--fuse", *argv[-6:-4], "--fuse", *argv[-4:-2]]  # both fused
+  assert cli.main([*stages, "--tune-fusion", "-o", str(tmp_path / "valid")]) == 0
+  results = json.loads((tmp_path / "valid" / "results.json").read_text())
+  results["fusion"]["monot5+fusion"]["weights"] = [0.4, 0.6]  # both runs weigh: scales matter
+  results["fusion"]["duo+fusion"]["weights"] = [0.4, 0.6, 0.0]
+  (tmp_path / "weights.json").write_text(json.dumps(results))
+  assert cli.main([*stages, "--fusion-weights", str(tmp_path / "weights.json"), "-o",
+                   str(tmp_path / "test")]) == 0
+  before = read_run(str(tmp_path / "test" / "01_monot5+fusion.run"))
+  after = read_run(str(tmp_path / "test" / "02_duo+fusion.run"))
+  for q, docs in before.items():
+    top = sorted(docs, key=lambda x: (-x[1], x[0]))[:3]
+    assert [d for d, _ in after[q][:3]] == [d for d, _ in top]
+    assert [s for _, s in after[q][:3]] == pytest.approx([s for _, s in top], abs=1e-12)
 
 
 def test_fusion_refuses_what_it_cannot_do(tmp_path):

@@ -188,9 +188,8 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
                        f"which scored only its top {member['depth']}: the rest have no score of "
                        "it to fuse; give the fusing stage a depth within every earlier one's")
   top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
-  kept = {q: {d for d, _ in docs} for q, docs in top.items()}
-  runs = [{q: [(d, s) for d, s in record["runs"][i][q] if d in kept[q]] for q in top}
-          for i in record["own"]]
+  runs = [_scored_zscores(record["runs"][i], member["depth"], top)
+          for i, member in zip(record["own"], members)]
   if source.weights is not None:
     given = source.weights.get(row)
     if not given or list(given.get("runs", ())) != own:
@@ -202,9 +201,9 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
                        "the same stages")
     weights, values, how = list(given["weights"]), None, source.described
   else:
-    weights, values = fusion.tune_weights(source.qrels, runs, metric="MRR")
+    weights, values = fusion.tune_weights(source.qrels, runs, metric="MRR", normalization="none")
     how = f"tuned on these {len(relevant(source.qrels, top))} judged queries (MRR)"
-  fused = append_below(fusion.interpolate_runs(runs, weights), rest)
+  fused = append_below(fusion.interpolate_runs(runs, weights, normalization="none"), rest)
   path = os.path.join(record.workdir, f"{index:02d}_{row}.run")
   write_run(path, fused, tag=row)
   entry = {"runs": own, "members": members, "weights": [float(w) for w in weights], "how": how}
@@ -219,6 +218,24 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   record["paths"].append(path)
   record["models"].append({"name": row, "fusion": entry})
   return (f"{row}: " + ", ".join(f"{w:g} {n}" for w, n in zip(weights, own)) + f" ({how})")
+
+
+def _scored_zscores(run: Run, depth: Optional[int], top: Run) -> Run:
+  """`run`'s z-scores over the candidates its stage scored (its top `depth`; all when None), of
+  the candidates of `top` (a later stage's top K, within them). Each run keeps the normalization
+  it had in the fusions before, so a weighting that gives the new stage weight 0 is the fused
+  ranking it reranked (normalized over the top K alone, no weighting would be)."""
+  scored, _ = split_at_depth(run, depth)
+  runs = {}
+  for qid, docs in top.items():
+    ranked = sorted(scored[qid])  # by document id, the order `t5rank fuse` normalizes in
+    z = dict(zip([d for d, _ in ranked], fusion.normalize([s for _, s in ranked])))
+    if any(d not in z for d, _ in docs):
+      raise ValueError(f"query {qid!r}: a candidate of the fused top {len(docs)} was not scored "
+                       f"by a stage before it (its top {depth}); give each stage a depth within "
+                       "every earlier one's")
+    runs[qid] = [(d, float(z[d])) for d, _ in docs]
+  return runs
 
 
 def relevant(qrels: Mapping[str, Mapping[str, int]], run: Run) -> set:

@@ -3,8 +3,8 @@
     fused(q, d) = (1 - w) * norm(first)(q, d) + w * norm(second)(q, d)
 
 where `norm` rescales each query's scores in each run on their own (`zscore`: minus the query's
-mean, over its standard deviation; `minmax`: onto [0, 1]), so that BM25 scores and monoT5's log
-P(true) can be added. `w` = 0 is the first run's ranking, `w` = 1 the second's. The usual use is
+mean, over its standard deviation; `minmax`: onto [0, 1]; `none`: as they are), so that BM25
+scores and monoT5's log P(true) can be added. `w` = 0 is the first run's ranking, `w` = 1 the second's. The usual use is
 BM25 (first) and monoT5 (second) on BM25's top k, with `w` chosen on held-out queries
 (`tune_weight`: the grid value with the best mean metric, the smallest such `w` on ties) and then
 applied unchanged to the test queries -- never chosen on the queries it is reported on.
@@ -39,7 +39,7 @@ import numpy as np
 
 from t5rank.data.readers import Run, check_finite_run
 
-NORMALIZATIONS = ("zscore", "minmax")
+NORMALIZATIONS = ("zscore", "minmax", "none")
 DEFAULT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 
@@ -48,6 +48,8 @@ def normalize(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
   scores = np.asarray(scores, np.float64)
   if method not in NORMALIZATIONS:
     raise ValueError(f"unknown normalization {method!r}; expected one of {NORMALIZATIONS}")
+  if method == "none":  # normalized before (the cascade's fusions)
+    return scores
   if method == "zscore":
     spread = scores.std()
     return (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
