@@ -172,6 +172,11 @@ def read_fusion_weights(path: str) -> FusionSource:
   return FusionSource(weights=weights, described=f"weights from {path}")
 
 
+# how a fusion row's runs are normalized (results.json's "zscores"): weights tuned without it
+# normalized a depth-limited stage's runs over its top K alone, and are refused for such a stage
+SCORED_ZSCORES = "each run over the candidates its stage scored"
+
+
 def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
                source: Optional[FusionSource]) -> str:
   """Fuses the stage just run with the stages before it (module docstring): a row `NAME+fusion`
@@ -200,6 +205,11 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
       raise ValueError(f"{source.described}: the weights of {row!r} were tuned for other models "
                        f"or depths ({given['members']}) than these ({members}); tune them with "
                        "the same stages")
+    if depth is not None and given.get("zscores") != SCORED_ZSCORES:
+      raise ValueError(f"{source.described}: the weights of {row!r} were tuned by an earlier "
+                       f"t5rank, whose fusion of a stage's top {depth} normalized every run over "
+                       "those candidates alone (now each run over the candidates its stage "
+                       "scored); tune them again")
     weights, values, how = list(given["weights"]), None, source.described
   else:
     weights, values = fusion.tune_weights(source.qrels, runs, metric="MRR", normalization="none")
@@ -207,7 +217,8 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   fused = append_below(fusion.interpolate_runs(runs, weights, normalization="none"), rest)
   path = os.path.join(record.workdir, f"{index:02d}_{row}.run")
   write_run(path, fused, tag=row)
-  entry = {"runs": own, "members": members, "weights": [float(w) for w in weights], "how": how}
+  entry = {"runs": own, "members": members, "weights": [float(w) for w in weights], "how": how,
+           "zscores": SCORED_ZSCORES}
   if values is not None:
     entry["tuning_MRR"] = values[tuple(weights)]
   record["fusion"][row] = entry
