@@ -227,14 +227,14 @@ def test_fusion_weights_are_refused_for_other_models_or_depths(tmp_path):
     cli.main([*other, "--fuse", "--fusion-weights", str(tmp_path / "valid" / "results.json"),
               "-o", str(tmp_path / "test")])
   # weights tuned before each run kept its stage's normalization: refused where that matters (a
-  # stage's top K), taken where it does not (the whole list)
+  # run that scored more than the fused top K), taken where it does not (depths beyond the lists)
   results = json.loads((tmp_path / "valid" / "results.json").read_text())
   del results["fusion"]["duo+fusion"]["zscores"]
   (tmp_path / "old.json").write_text(json.dumps(results))
   with pytest.raises(SystemExit, match="tuned by an earlier t5rank.*tune them again"):
     cli.main([*argv[:-2], "--fuse", "--fusion-weights", str(tmp_path / "old.json"), "-o",
               str(tmp_path / "old")])
-  whole = [a.replace("@3", "").replace("@6", "") for a in argv[:-2]]
+  whole = [a.replace("@3", "@100").replace("@6", "@100") for a in argv[:-2]]
   assert cli.main([*whole, "--fuse", "--tune-fusion", "-o", str(tmp_path / "whole")]) == 0
   results = json.loads((tmp_path / "whole" / "results.json").read_text())
   del results["fusion"]["duo+fusion"]["zscores"]

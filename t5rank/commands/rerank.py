@@ -65,9 +65,10 @@ def add_parser(subparsers) -> None:
                  help="the model family of the --stage before it, when its checkpoint does not say "
                       "(e.g. duot5 for a Hugging Face duoT5)")
   p.add_argument("--fuse", action=_Stage, dest="stages", nargs=0,
-                 help="fuse the --stage before it with the stages before that (z-scores weighted, "
-                      "as `t5rank fuse`) over the candidates it reranked; the fused ranking goes "
-                      "on to the next stage. Needs --tune-fusion or --fusion-weights")
+                 help="fuse the --stage before it with the stages before that over the "
+                      "candidates it reranked (weighted z-scores, each run's over the candidates "
+                      "its own stage scored); the fused ranking goes on to the next stage. Needs "
+                      "--tune-fusion or --fusion-weights")
   weights = p.add_mutually_exclusive_group()
   weights.add_argument("--tune-fusion", action="store_true",
                        help="tune the weights of every --fuse on these --qrels (best MRR over "

@@ -172,9 +172,10 @@ def read_fusion_weights(path: str) -> FusionSource:
   return FusionSource(weights=weights, described=f"weights from {path}")
 
 
-# how a fusion row's runs are normalized (results.json's "zscores"): weights tuned without it
-# normalized a depth-limited stage's runs over its top K alone, and are refused for such a stage
-SCORED_ZSCORES = "each run over the candidates its stage scored"
+# how a fusion row's runs are normalized (results.json's "zscores": each run over the candidates
+# its stage scored); weights tuned without it normalized every run over the fused top K alone, and
+# are refused where that differs (a run that scored more than the top K)
+SCORED_ZSCORES = "scored"
 
 
 def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
@@ -196,6 +197,8 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
   runs = [_scored_zscores(record["runs"][i], member["depth"], top)
           for i, member in zip(record["own"], members)]
+  scored_sets = [split_at_depth(record["runs"][i], member["depth"])[0]
+                 for i, member in zip(record["own"], members)]
   if source.weights is not None:
     given = source.weights.get(row)
     if not given or list(given.get("runs", ())) != own:
@@ -205,7 +208,8 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
       raise ValueError(f"{source.described}: the weights of {row!r} were tuned for other models "
                        f"or depths ({given['members']}) than these ({members}); tune them with "
                        "the same stages")
-    if depth is not None and given.get("zscores") != SCORED_ZSCORES:
+    if given.get("zscores") != SCORED_ZSCORES and any(
+        len(run[q]) != len(scored[q]) for run, scored in zip(runs, scored_sets) for q in top):
       raise ValueError(f"{source.described}: the weights of {row!r} were tuned by an earlier "
                        f"t5rank, whose fusion of a stage's top {depth} normalized every run over "
                        "those candidates alone (now each run over the candidates its stage "
