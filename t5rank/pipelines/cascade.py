@@ -17,8 +17,8 @@ stage's time and pairs/s.
 A stage may be fused with the stages before it (`fuse`): over the candidates it reranked (its top
 DEPTH), Σ_j w_j · zscore(run_j) of the first stage's run and every reranker's own run up to it
 (`t5rank fuse`'s code, `t5rank.ranking.fusion`; each run's z-scores over the candidates its own
-stage scored, so weight 0 for the new stage gives the ranking it reranked), the rest kept below; the fused ranking
-(NN_NAME+fusion.run, a row of its own in the table) is what the next stage reranks. The weights
+stage scored, so weight 0 for the new stage gives the ranking it reranked), the rest kept below;
+the fused ranking (NN_NAME+fusion.run, a row of its own in the table) is what the next stage reranks. The weights
 are tuned on the cascade's own judged queries (`tune_fusion`: every weighting in steps of .05,
 best MRR; run it on validation queries) or taken from an earlier cascade's results.json
 (`fusion_weights`: the weights tuned on validation, applied unchanged to test queries).
@@ -195,10 +195,9 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
                        f"which scored only its top {member['depth']}: the rest have no score of "
                        "it to fuse; give the fusing stage a depth within every earlier one's")
   top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
-  runs = [_scored_zscores(record["runs"][i], member["depth"], top)
-          for i, member in zip(record["own"], members)]
   scored_sets = [split_at_depth(record["runs"][i], member["depth"])[0]
                  for i, member in zip(record["own"], members)]
+  runs = [_scored_zscores(scored, top) for scored in scored_sets]
   if source.weights is not None:
     given = source.weights.get(row)
     if not given or list(given.get("runs", ())) != own:
@@ -236,20 +235,19 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   return (f"{row}: " + ", ".join(f"{w:g} {n}" for w, n in zip(weights, own)) + f" ({how})")
 
 
-def _scored_zscores(run: Run, depth: Optional[int], top: Run) -> Run:
-  """`run`'s z-scores over the candidates its stage scored (its top `depth`; all when None), of
+def _scored_zscores(scored: Run, top: Run) -> Run:
+  """A run's z-scores over the candidates its stage scored (`scored`: its top depth), of
   the candidates of `top` (a later stage's top K, within them). Each run keeps the normalization
   it had in the fusions before, so a weighting that gives the new stage weight 0 is the fused
   ranking it reranked (normalized over the top K alone, no weighting would be)."""
-  scored, _ = split_at_depth(run, depth)
   runs = {}
   for qid, docs in top.items():
     ranked = sorted(scored[qid])  # by document id, the order `t5rank fuse` normalizes in
     z = dict(zip([d for d, _ in ranked], fusion.normalize([s for _, s in ranked])))
     if any(d not in z for d, _ in docs):
       raise ValueError(f"query {qid!r}: a candidate of the fused top {len(docs)} was not scored "
-                       f"by a stage before it (its top {depth}); give each stage a depth within "
-                       "every earlier one's")
+                       f"by a stage before it; give each stage a depth within every earlier "
+                       "one's")
     runs[qid] = [(d, float(z[d])) for d, _ in docs]
   return runs
 
