@@ -171,11 +171,13 @@ def test_fusion_refuses_what_it_cannot_do(tmp_path):
               str(tmp_path / "d")])
 
 
-def test_a_stage_that_reads_bm25_scores_gets_the_first_stages_not_the_stage_befores(tmp_path):
+@pytest.mark.parametrize("model", ["monot5", "duot5"])
+def test_a_stage_that_reads_bm25_scores_gets_the_first_stages_not_the_stage_befores(tmp_path,
+                                                                                     model):
   argv = inputs(tmp_path)
   config = micro_config()
   save_checkpoint(str(tmp_path / "bm25mono"), random_params(config, seed=2, std=0.5), config,
-                  {"bm25_in_input": True})
+                  {"model": model, "bm25_in_input": True})
   stages = ["--stage", f"monot5={tmp_path / 'mono'}@6", "--stage",
             f"reads={tmp_path / 'bm25mono'}@3"]
   assert cli.main([*argv[:6], "--bm25", *stages, "-o", str(tmp_path / "c")]) == 0

@@ -41,6 +41,13 @@ def test_both_documents_keep_a_share_of_the_room(first, second, kept):
   assert ids[4 + kept[0]:4 + kept[0] + kept[1]] == list(range(300, 300 + kept[1]))
 
 
+def test_each_documents_score_precedes_its_mark_and_is_never_cut():
+  # max_length 16: 4 marks + EOS + 1 query id + 2 + 1 score ids leave a room of 7 ids
+  ids = assemble([100], list(range(200, 220)), list(range(300, 320)), Marks(), max_length=16,
+                 score_ids=([50, 51], [52]))
+  assert ids == [7, 100, 50, 51, 8, 200, 201, 202, 52, 9, 300, 301, 302, 303, 10, EOS_ID]
+
+
 def test_aggregations_by_hand():
   p = np.array([[0, .9, .8], [.2, 0, .6], [.1, .5, 0]])  # p[i, j] = p(d_i more relevant than d_j)
   np.testing.assert_allclose(aggregate(p, "sum"), [.9 + .8, .2 + .6, .1 + .5])
@@ -63,7 +70,24 @@ def test_the_input_is_pygaggles_string_when_it_fits():
                                      "death benefit. Document1: Car insurance. Relevant:")
 
 
-def test_the_training_task_tokenizes_as_the_scorer():
+def test_the_bm25_input_writes_each_documents_score_before_its_mark():
+  vocab = load_vocabulary("insuranceqa_en_8k")
+  reranker = DuoT5(micro_config(vocab_size=8000), vocab, (961, 4396), max_length=64,
+                   bm25_in_input=True)
+  q, d0, d1 = "what does life insurance cover", "It pays a death benefit.", "Car insurance."
+  assert format_input(q, d0, d1, (14.2, 9.5)) == (
+      "Query: what does life insurance cover BM25: 14 Document0: It pays a death benefit. "
+      "BM25: 10 Document1: Car insurance. Relevant:")  # 9.5: half to even
+  [ids] = reranker.encode([q], [(d0, d1)], [(14.2, 9.5)])
+  assert ids == vocab.encode(format_input(q, d0, d1, (14.2, 9.5))) + [EOS_ID]
+  with pytest.raises(ValueError, match="two scores per pair"):
+    reranker.encode([q], [(d0, d1)])
+  assert "BM25 scores in the input" in reranker.describe()
+  assert reranker.reads_first_stage and reranker.fingerprint()["bm25_in_input"]
+
+
+@pytest.mark.parametrize("bm25_in_input", [False, True])
+def test_the_training_task_tokenizes_as_the_scorer(bm25_in_input):
   import tensorflow as tf
 
   from t5rank.data import preprocessors
@@ -72,25 +96,36 @@ def test_the_training_task_tokenizes_as_the_scorer():
   triples = tf.data.Dataset.from_tensor_slices({
       "query": ["is my car covered", "what is a deductible"],
       "positive": ["Your policy covers the car you drive. " * 20, "The amount you pay first."],
-      "negative": ["Life insurance pays a benefit.", "Annuities pay an income. " * 30]})
+      "negative": ["Life insurance pays a benefit.", "Annuities pay an income. " * 30],
+      **({"positive_score": [14.2, 3.0], "negative_score": [9.7, 0.4]} if bm25_in_input else {})})
   rows = list(preprocessors.tokenize_duot5(
       preprocessors.format_duot5(preprocessors.split_triples_duo(triples),
-                                 output_features=features),
-      features, sequence_length={"inputs": 96}).as_numpy_iterator())
+                                 output_features=features, bm25_in_input=bm25_in_input),
+      features, sequence_length={"inputs": 96},
+      bm25_in_input=bm25_in_input).as_numpy_iterator())
   assert [r["label"] for r in rows] == [1, 0, 1, 0]
   reranker = DuoT5(micro_config(vocab_size=8000), load_vocabulary("insuranceqa_en_8k"),
-                   (961, 4396), max_length=96)
+                   (961, 4396), max_length=96, bm25_in_input=bm25_in_input)
+  scores = [(14.2, 9.7), (9.7, 14.2), (3.0, 0.4), (0.4, 3.0)]  # each order's documents' scores
   expected = reranker.encode([r["query"].decode() for r in rows],
-                             [(r["document0"].decode(), r["document1"].decode()) for r in rows])
+                             [(r["document0"].decode(), r["document1"].decode()) for r in rows],
+                             scores if bm25_in_input else None)
   assert [list(r["inputs"]) for r in rows] == expected
+  if bm25_in_input:
+    assert rows[0]["inputs_pretokenized"].decode().startswith(
+        "Query: is my car covered BM25: 14 Document0: Your policy")
+    assert " BM25: 10 Document1: Life insurance" in rows[0]["inputs_pretokenized"].decode()
   assert max(map(len, expected)) == 96  # the long ones were cut
   assert [list(r["targets"]) for r in rows] == [[961, 1], [4396, 1]] * 2
 
 
-def test_score_reranks_each_querys_top_k_by_its_pairs_and_keeps_the_rest_below(tmp_path):
+@pytest.mark.parametrize("bm25_in_input", [False, True])
+def test_score_reranks_each_querys_top_k_by_its_pairs_and_keeps_the_rest_below(tmp_path,
+                                                                               bm25_in_input):
   config = micro_config()
   params = random_params(config, std=0.5)
-  save_checkpoint(str(tmp_path / "duo"), params, config, {"model": "duot5"})
+  save_checkpoint(str(tmp_path / "duo"), params, config,
+                  {"model": "duot5", "bm25_in_input": bm25_in_input})
   texts = {f"d{i}": f"policy {'term ' * i}life car rate number {i}" for i in range(6)}
   (tmp_path / "q.tsv").write_text("q1\tcancel my life policy\nq2\tcar insurance rate\n")
   (tmp_path / "c.tsv").write_text("".join(f"{d}\t{t}\n" for d, t in texts.items()))
@@ -103,14 +138,19 @@ def test_score_reranks_each_querys_top_k_by_its_pairs_and_keeps_the_rest_below(t
   run = read_run(str(tmp_path / "out.run"))
   reranker, _ = load_reranker(str(tmp_path / "duo"))
   assert isinstance(reranker, DuoT5)
+  assert reranker.bm25_in_input == bm25_in_input
   queries = {"q1": "cancel my life policy", "q2": "car insurance rate"}
+  run_scores = {("q1", f"d{5 - r}"): 6 - r for r in range(6)} | {
+      ("q2", f"d{r}"): 4 - r for r in range(4)}
   for qid, top, rest in (("q1", ["d5", "d4", "d3"], ["d2", "d1", "d0"]),
                          ("q2", ["d0", "d1", "d2"], ["d3"])):
     p = np.zeros((3, 3))
     for i, a in enumerate(top):  # each ordered pair through the model itself
       for j, b in enumerate(top):
-        if i != j:
-          [ids] = reranker.encode([queries[qid]], [(texts[a], texts[b])])
+        if i != j:  # with the BM25 input, each document's score in the run
+          [ids] = reranker.encode([queries[qid]], [(texts[a], texts[b])],
+                                  [(run_scores[qid, a], run_scores[qid, b])]
+                                  if bm25_in_input else None)
           p[i, j] = float(score_step(params, np.asarray([ids]), config=config,
                                      target_ids=reranker.target_ids)[1][0])
     expected = aggregate(p, "sym-sum")

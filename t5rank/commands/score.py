@@ -95,8 +95,9 @@ def add_parser(subparsers) -> None:
                  "(default: the checkpoint's metadata.json `target_words`, else true_false)")
   p.add_argument("--bm25-in-input", action=argparse.BooleanOptionalAction, default=None,
                  help="write each candidate's score from --run (a BM25 run) into the input, "
-                 "`Query: q BM25: 12 Document: d Relevant:` (default: as the checkpoint's "
-                 "metadata.json says; see t5rank.data.bm25_input)")
+                 "`Query: q BM25: 12 Document: d Relevant:` (a duoT5: each document's, `Query: "
+                 "q BM25: 12 Document0: d0 BM25: 9 Document1: d1 Relevant:`; default: as the "
+                 "checkpoint's metadata.json says; see t5rank.data.bm25_input)")
   p.add_argument("--dtype", choices=("float32", "bfloat16"),
                  help="cast the parameters and activations (default: as stored, float32 for "
                  "t5rank's checkpoints; float32 is the reference)")

@@ -106,3 +106,10 @@ def insuranceqa_hard_negatives(split: str, language: str = "en", pool_depth: int
     return table
   mixed = with_top_of_pools(score_table(table, language), pool_depth)
   return dataclasses.replace(mixed, positive_scores=None, pool_scores=None)
+
+
+@functools.lru_cache(maxsize=8)
+def insuranceqa_scored(split: str, language: str = "en") -> TripleTable:
+  """InsuranceQA v2's triples of `split` (`t5rank.data.sources.insuranceqa`) with every pair's BM25
+  score (`score_table`): the scored duoT5 task's source."""
+  return score_table(sources.insuranceqa(split, language), language)

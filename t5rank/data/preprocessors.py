@@ -181,30 +181,45 @@ def split_triples_duo(dataset: tf.data.Dataset) -> tf.data.Dataset:
   {"query": "q", "positive": "p", "negative": "n"}
     -> {"query": "q", "document0": "p", "document1": "n", "label": 1},
        {"query": "q", "document0": "n", "document1": "p", "label": 0}
+  Scored triples (+ "positive_score": 14.2, "negative_score": 9.7) give pairs with a "score" of
+  each document: [14.2, 9.7], then [9.7, 14.2].
   """
 
   def pairs(ex):
-    return tf.data.Dataset.from_tensor_slices({
-        "query": tf.stack([ex["query"], ex["query"]]),
-        "document0": tf.stack([ex["positive"], ex["negative"]]),
-        "document1": tf.stack([ex["negative"], ex["positive"]]),
-        "label": tf.constant([1, 0], tf.int32)})
+    out = {"query": tf.stack([ex["query"], ex["query"]]),
+           "document0": tf.stack([ex["positive"], ex["negative"]]),
+           "document1": tf.stack([ex["negative"], ex["positive"]]),
+           "label": tf.constant([1, 0], tf.int32)}
+    if "positive_score" in ex:
+      out["score"] = tf.stack([tf.stack([ex["positive_score"], ex["negative_score"]]),
+                               tf.stack([ex["negative_score"], ex["positive_score"]])])
+    return tf.data.Dataset.from_tensor_slices(out)
 
   return dataset.flat_map(pairs)
 
 
 def format_duot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
-                 output_features: Optional[Features] = None) -> tf.data.Dataset:
+                 output_features: Optional[Features] = None,
+                 bm25_in_input: bool = False) -> tf.data.Dataset:
   """Adds the duoT5 input text and the target word for the label (as `format_monot5`).
 
   {"query": "q", "document0": "p", "document1": "n", "label": 1}
     -> same + {"inputs": "Query: q Document0: p Document1: n Relevant:", "targets": "true"}
+  With `bm25_in_input` and "score": [14.2, 9.7]: "Query: q BM25: 14 Document0: p BM25: 10
+  Document1: n Relevant:".
   """
   positive, negative = target_texts(targets, features_vocabulary(output_features))
 
   def fmt(ex):
-    inputs = tf.strings.join(["Query: ", ex["query"], " Document0: ", ex["document0"],
-                              " Document1: ", ex["document1"], " Relevant:"])
+    _check_scores(ex, bm25_in_input)
+    if bm25_in_input:
+      inputs = tf.strings.join([
+          "Query: ", ex["query"], " ", _score_text(ex["score"][0]), " Document0: ",
+          ex["document0"], " ", _score_text(ex["score"][1]), " Document1: ", ex["document1"],
+          " Relevant:"])
+    else:
+      inputs = tf.strings.join(["Query: ", ex["query"], " Document0: ", ex["document0"],
+                                " Document1: ", ex["document1"], " Relevant:"])
     word = tf.where(ex["label"] > 0, tf.constant(positive), tf.constant(negative))
     return {**ex, "inputs": inputs, "targets": word}
 
@@ -212,10 +227,12 @@ def format_duot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
 
 
 def tokenize_duot5(dataset: tf.data.Dataset, output_features: Features,
-                   sequence_length: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
+                   sequence_length: Optional[Mapping[str, int]] = None,
+                   bm25_in_input: bool = False) -> tf.data.Dataset:
   """Token ids as `t5rank.models.duot5.DuoT5.encode` makes them (`t5rank.models.duot5.assemble`:
   the two documents share the room the query and the template leave, each up to half, a shorter
-  one giving the rest to the other), plus the target word's id and EOS."""
+  one giving the rest to the other), plus the target word's id and EOS. With `bm25_in_input`, the
+  ids of each document's "BM25: 14" precede its mark (never cut, like the template)."""
   import tensorflow_text as tf_text
 
   from t5rank.models.duot5 import DuoTemplateIds
@@ -233,14 +250,23 @@ def tokenize_duot5(dataset: tf.data.Dataset, output_features: Features,
   suffix = tf.constant(marks.relevant + [EOS_ID], tf.int32)
 
   def tokenize(ex):
-    query = tokenizer.tokenize(ex["query"])[:max_length - fixed]
-    room = max_length - fixed - tf.shape(query)[0]
+    _check_scores(ex, bm25_in_input)
+    if bm25_in_input:
+      score0 = tokenizer.tokenize(_score_text(ex["score"][0]))
+      score1 = tokenizer.tokenize(_score_text(ex["score"][1]))
+    else:
+      score0 = score1 = tf.zeros([0], tf.int32)
+    fixed_here = fixed + tf.shape(score0)[0] + tf.shape(score1)[0]
+    tf.debugging.assert_less_equal(fixed_here, max_length,
+                                   message="max_length cannot hold the template and the scores")
+    query = tokenizer.tokenize(ex["query"])[:max_length - fixed_here]
+    room = max_length - fixed_here - tf.shape(query)[0]
     first, second = tokenizer.tokenize(ex["document0"]), tokenizer.tokenize(ex["document1"])
     kept_first = tf.minimum(tf.shape(first)[0], tf.maximum(room // 2, room - tf.shape(second)[0]))
     kept_second = tf.minimum(tf.shape(second)[0], room - kept_first)
     return {**ex,
-            "inputs": tf.concat([query_mark, query, first_mark, first[:kept_first], second_mark,
-                                 second[:kept_second], suffix], 0),
+            "inputs": tf.concat([query_mark, query, score0, first_mark, first[:kept_first], score1,
+                                 second_mark, second[:kept_second], suffix], 0),
             "targets": tf.concat([tokenizer.tokenize(ex["targets"]), [EOS_ID]], 0),
             "inputs_pretokenized": ex["inputs"], "targets_pretokenized": ex["targets"]}
 

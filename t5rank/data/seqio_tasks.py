@@ -44,8 +44,9 @@ def task_target_words(task_name: str) -> Optional[TargetSpec]:
 
 
 def task_bm25_in_input(task_name: str) -> bool:
-  """Whether a monoT5 task writes each pair's BM25 score into its inputs (`t5rank.data.bm25_input`). The
-  trainer records it in the final checkpoint, so that `t5rank score` reads the same input."""
+  """Whether a monoT5 (duoT5) task writes each pair's (document's) BM25 score into its inputs
+  (`t5rank.data.bm25_input`). The trainer records it in the final checkpoint, so that `t5rank
+  score` reads the same input."""
   return task_name in _BM25_IN_INPUT
 
 
@@ -175,17 +176,23 @@ def register_variants(dataset: str, source: seqio.DataSource,
 
 
 def register_duot5_task(name: str, source: seqio.DataSource, targets: TargetSpec = "true_false",
-                        vocabulary: str = DEFAULT_VOCABULARY) -> seqio.Task:
+                        vocabulary: str = DEFAULT_VOCABULARY,
+                        bm25_in_input: bool = False) -> seqio.Task:
   """Registers a duoT5 task on a triple source: each triple's two ordered pairs, the positive
   first then second (`t5rank.data.preprocessors.split_triples_duo`), `targets`' words for "the
-  first is the more relevant" and not."""
+  first is the more relevant" and not. `bm25_in_input`: the source's triples carry BM25 scores
+  and the inputs write each document's (`t5rank.models.duot5`)."""
   _TARGET_WORDS[name] = targets
   _MODEL[name] = "duot5"
+  if bm25_in_input:
+    _BM25_IN_INPUT.add(name)
   return seqio.TaskRegistry.add(
       name, source=source, output_features=preprocessors.output_features(vocabulary),
       preprocessors=[seqio.CacheDatasetPlaceholder(), preprocessors.split_triples_duo,
-                     functools.partial(preprocessors.format_duot5, targets=targets),
-                     preprocessors.tokenize_duot5],
+                     functools.partial(preprocessors.format_duot5, targets=targets,
+                                       bm25_in_input=bm25_in_input),
+                     functools.partial(preprocessors.tokenize_duot5,
+                                       bm25_in_input=bm25_in_input)],
       shuffle_buffer_size=None)
 
 

@@ -220,11 +220,16 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
   device_params = place_params(params, reranker.param_axes(), mesh)
 
+  def first_stage_of(p):  # a pairwise input reads both documents' scores
+    if reranker.pairwise:
+      return first_stage[p.qid, p.docid], first_stage[p.qid, partners[p.qid][p.window]]
+    return first_stage[p.qid, p.docid]
+
   def prepare(k: int) -> tuple[int, list, list[Batch]]:
     chunk = shard_pairs[k]
     examples = reranker.encode(
         [queries[p.qid] for p in chunk], [text_of(p) for p in chunk],
-        [first_stage[p.qid, p.docid] for p in chunk] if first_stage is not None else None)
+        [first_stage_of(p) for p in chunk] if first_stage is not None else None)
     return k, examples, reranker.batches(examples, batch_tokens=batch_tokens,
                                          row_multiple=mesh.shape["data"],
                                          length_bucket=options.length_bucket)
