@@ -5,7 +5,7 @@
         --command "t5rank train --gin_file=gin/experiments/tiny_insuranceqa_bm25_cpu.gin \\
                    --gin.MODEL_DIR=runs/ship/monot5"
     python scripts/ship_model.py --name duot5 --model-dir runs/ship/duot5 \\
-        --gin_file=gin/experiments/duot5_insuranceqa_cpu.gin \\
+        --gin_file=gin/experiments/duot5_bm25_insuranceqa_cpu.gin \\
         --gin.INIT_CHECKPOINT="'shipped:monot5'" --init monot5 --data runs/insuranceqa --command ...
 
 MODEL_DIR is a finished `t5rank train` run; its `--checkpoint` (default: best when there is one,

@@ -77,7 +77,7 @@ MODELS = (
     Model("dual_encoder", "gin/experiments/dual_encoder_insuranceqa_cpu.gin"),
     Model("tk", "gin/experiments/tk_insuranceqa_cpu.gin"),
     Model("monot5", DEFAULT_GIN_FILE),
-    Model("duot5", "gin/experiments/duot5_insuranceqa_cpu.gin", init="monot5"),
+    Model("duot5", "gin/experiments/duot5_bm25_insuranceqa_cpu.gin", init="monot5"),
 )
 DISTILLED_TK = Model("tk_distilled", "gin/experiments/tk_distill_insuranceqa_cpu.gin",
                      distilled=True)
