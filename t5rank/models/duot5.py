@@ -20,10 +20,10 @@ BM25-reading monoT5 reads each document's score where that monoT5 learned to:
     Query: q BM25: 14 Document0: d0 BM25: 9 Document1: d1 Relevant:
 
 When the input must be cut, the query keeps its tokens (as monoT5's) and the two documents share the
-room left (the scores, like the template, are never cut): each keeps up to half, and a document shorter than its half gives the rest to the other,
-so that both documents and `Relevant:` are always read. pygaggle instead tokenizes the whole string
-and cuts it at 512 tokens from the end: with two long documents the second is cut first, possibly
-to nothing, and `Relevant:` is lost.
+room left (the scores, like the template, are never cut): each keeps up to half, and a document
+shorter than its half gives the rest to the other, so that both documents and `Relevant:` are
+always read. pygaggle instead tokenizes the whole string and cuts it at 512 tokens from the end:
+with two long documents the second is cut first, possibly to nothing, and `Relevant:` is lost.
 """
 
 from __future__ import annotations
