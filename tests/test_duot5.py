@@ -75,11 +75,11 @@ def test_the_bm25_input_writes_each_documents_score_before_its_mark():
   reranker = DuoT5(micro_config(vocab_size=8000), vocab, (961, 4396), max_length=64,
                    bm25_in_input=True)
   q, d0, d1 = "what does life insurance cover", "It pays a death benefit.", "Car insurance."
-  assert format_input(q, d0, d1, (14.2, 9.5)) == (
+  assert format_input(q, d0, d1, (14.2, 12.5)) == (
       "Query: what does life insurance cover BM25: 14 Document0: It pays a death benefit. "
-      "BM25: 10 Document1: Car insurance. Relevant:")  # 9.5: half to even
-  [ids] = reranker.encode([q], [(d0, d1)], [(14.2, 9.5)])
-  assert ids == vocab.encode(format_input(q, d0, d1, (14.2, 9.5))) + [EOS_ID]
+      "BM25: 12 Document1: Car insurance. Relevant:")  # 12.5: half to even
+  [ids] = reranker.encode([q], [(d0, d1)], [(14.2, 12.5)])
+  assert ids == vocab.encode(format_input(q, d0, d1, (14.2, 12.5))) + [EOS_ID]
   with pytest.raises(ValueError, match="two scores per pair"):
     reranker.encode([q], [(d0, d1)])
   assert "BM25 scores in the input" in reranker.describe()
@@ -97,7 +97,7 @@ def test_the_training_task_tokenizes_as_the_scorer(bm25_in_input):
       "query": ["is my car covered", "what is a deductible"],
       "positive": ["Your policy covers the car you drive. " * 20, "The amount you pay first."],
       "negative": ["Life insurance pays a benefit.", "Annuities pay an income. " * 30],
-      **({"positive_score": [14.2, 3.0], "negative_score": [9.7, 0.4]} if bm25_in_input else {})})
+      **({"positive_score": [14.2, 2.5], "negative_score": [9.7, 0.4]} if bm25_in_input else {})})
   rows = list(preprocessors.tokenize_duot5(
       preprocessors.format_duot5(preprocessors.split_triples_duo(triples),
                                  output_features=features, bm25_in_input=bm25_in_input),
@@ -106,7 +106,7 @@ def test_the_training_task_tokenizes_as_the_scorer(bm25_in_input):
   assert [r["label"] for r in rows] == [1, 0, 1, 0]
   reranker = DuoT5(micro_config(vocab_size=8000), load_vocabulary("insuranceqa_en_8k"),
                    (961, 4396), max_length=96, bm25_in_input=bm25_in_input)
-  scores = [(14.2, 9.7), (9.7, 14.2), (3.0, 0.4), (0.4, 3.0)]  # each order's documents' scores
+  scores = [(14.2, 9.7), (9.7, 14.2), (2.5, 0.4), (0.4, 2.5)]  # each order's documents' scores
   expected = reranker.encode([r["query"].decode() for r in rows],
                              [(r["document0"].decode(), r["document1"].decode()) for r in rows],
                              scores if bm25_in_input else None)
@@ -115,6 +115,8 @@ def test_the_training_task_tokenizes_as_the_scorer(bm25_in_input):
     assert rows[0]["inputs_pretokenized"].decode().startswith(
         "Query: is my car covered BM25: 14 Document0: Your policy")
     assert " BM25: 10 Document1: Life insurance" in rows[0]["inputs_pretokenized"].decode()
+    assert rows[2]["inputs_pretokenized"].decode().startswith(  # 2.5: half to even, as round
+        "Query: what is a deductible BM25: 2 Document0: The amount")
   assert max(map(len, expected)) == 96  # the long ones were cut
   assert [list(r["targets"]) for r in rows] == [[961, 1], [4396, 1]] * 2
 

@@ -3,6 +3,9 @@ Text Improves BERT-Based Re-rankers").
 
     Query: how much is car insurance BM25: 14 Document: The cost of ... Relevant:  ->  true / false
 
+A duoT5 trained this way reads both documents' scores (`t5rank.models.duot5`: `Query: q BM25: 14
+Document0: d0 BM25: 9 Document1: d1 Relevant:`; its training source: `insuranceqa_scored`).
+
 The reranker reads the first stage's score of the pair, rounded to an integer, as text
 (`t5rank.models.inputs.score_text`); the monoT5 score (the two-logit softmax) is unchanged. For training,
 `score_table` attaches to every pair of a `TripleTable` its BM25 score over the table's documents

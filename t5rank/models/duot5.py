@@ -11,7 +11,8 @@ default, Σ_j p(d_i > d_j) + (1 − p(d_j > d_i)); sum, sym-log-sum, log-sum).
 The score of one pair is monoT5's (`t5rank.models.monot5.score_step`: the same network, the two
 target logits of the first decoder step) on this input; the model is trained through the same
 trainer and SeqIO tasks on pairs of one relevant and one non-relevant answer in both orders
-(`t5rank.data.preprocessors.duot5_example`), from a monoT5 checkpoint as the paper does.
+(`t5rank.data.preprocessors.split_triples_duo`, `format_duot5`, `tokenize_duot5`), from a monoT5
+checkpoint as the paper does.
 
 With `bm25_in_input` (the duoT5 twin of monoT5's, `t5rank.data.bm25_input`), each document's
 first-stage score precedes its mark as monoT5's precedes `Document:`, so that a duoT5 started from a

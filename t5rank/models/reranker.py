@@ -44,7 +44,8 @@ class Reranker(abc.ABC):
   def encode(self, queries: Sequence[str], passages: Sequence[str],
              first_stage: Optional[Sequence[float]] = None) -> list[Any]:
     """One model example per (query, passage) pair; `first_stage` gives each pair's first-stage
-    score for models that read it."""
+    score for models that read it (a pairwise model's passage is a (d0, d1) pair and its
+    first-stage entry their two scores)."""
 
   @abc.abstractmethod
   def batches(self, examples: Sequence[Any], *, batch_tokens: int, row_multiple: int = 1,
