@@ -212,14 +212,10 @@ def format_duot5(dataset: tf.data.Dataset, targets: TargetSpec = "true_false",
 
   def fmt(ex):
     _check_scores(ex, bm25_in_input)
-    if bm25_in_input:
-      inputs = tf.strings.join([
-          "Query: ", ex["query"], " ", _score_text(ex["score"][0]), " Document0: ",
-          ex["document0"], " ", _score_text(ex["score"][1]), " Document1: ", ex["document1"],
-          " Relevant:"])
-    else:
-      inputs = tf.strings.join(["Query: ", ex["query"], " Document0: ", ex["document0"],
-                                " Document1: ", ex["document1"], " Relevant:"])
+    score0, score1 = ((_score_text(ex["score"][0]) + " ", _score_text(ex["score"][1]) + " ")
+                      if bm25_in_input else ("", ""))
+    inputs = tf.strings.join(["Query: ", ex["query"], " ", score0, "Document0: ", ex["document0"],
+                              " ", score1, "Document1: ", ex["document1"], " Relevant:"])
     word = tf.where(ex["label"] > 0, tf.constant(positive), tf.constant(negative))
     return {**ex, "inputs": inputs, "targets": word}
 

@@ -18,10 +18,11 @@ A stage may be fused with the stages before it (`fuse`): over the candidates it 
 DEPTH), Σ_j w_j · zscore(run_j) of the first stage's run and every reranker's own run up to it
 (`t5rank fuse`'s code, `t5rank.ranking.fusion`; each run's z-scores over the candidates its own
 stage scored, so weight 0 for the new stage gives the ranking it reranked), the rest kept below;
-the fused ranking (NN_NAME+fusion.run, a row of its own in the table) is what the next stage reranks. The weights
-are tuned on the cascade's own judged queries (`tune_fusion`: every weighting in steps of .05,
-best MRR; run it on validation queries) or taken from an earlier cascade's results.json
-(`fusion_weights`: the weights tuned on validation, applied unchanged to test queries).
+the fused ranking (NN_NAME+fusion.run, a row of its own in the table) is what the next stage
+reranks. The weights are tuned on the cascade's own judged queries (`tune_fusion`: every weighting
+in steps of .05, best MRR; run it on validation queries) or taken from an earlier cascade's
+results.json (`fusion_weights`: the weights tuned on validation, applied unchanged to test
+queries).
 """
 
 from __future__ import annotations

@@ -4,10 +4,11 @@
 
 where `norm` rescales each query's scores in each run on their own (`zscore`: minus the query's
 mean, over its standard deviation; `minmax`: onto [0, 1]; `none`: as they are), so that BM25
-scores and monoT5's log P(true) can be added. `w` = 0 is the first run's ranking, `w` = 1 the second's. The usual use is
-BM25 (first) and monoT5 (second) on BM25's top k, with `w` chosen on held-out queries
-(`tune_weight`: the grid value with the best mean metric, the smallest such `w` on ties) and then
-applied unchanged to the test queries -- never chosen on the queries it is reported on.
+scores and monoT5's log P(true) can be added. `w` = 0 is the first run's ranking, `w` = 1 the
+second's. The usual use is BM25 (first) and monoT5 (second) on BM25's top k, with `w` chosen on
+held-out queries (`tune_weight`: the grid value with the best mean metric, the smallest such `w` on
+ties) and then applied unchanged to the test queries -- never chosen on the queries it is reported
+on.
 
     t5rank fuse bm25.run monot5.run --weight 0.6 -o hybrid.run
     t5rank fuse bm25.run monot5.run --tune valid_qrels.txt valid_bm25.run valid_monot5.run -o hybrid.run

@@ -181,12 +181,18 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
     def text_of(p):
       return passages[p.docid][0], passages[partners[p.qid][p.window]][0]
+
+    def first_stage_of(p):  # both documents' scores
+      return first_stage[p.qid, p.docid], first_stage[p.qid, partners[p.qid][p.window]]
   else:
     pairs, passages = candidate_passages(top, corpus, window=options.window,
                                          stride=options.stride, language=options.language)
 
     def text_of(p):
       return passages[p.docid][p.window]
+
+    def first_stage_of(p):
+      return first_stage[p.qid, p.docid]
   if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
     pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
   first_stage = first_stage_scores(top) if reranker.reads_first_stage else None
@@ -219,11 +225,6 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
               options.precision)
 
   device_params = place_params(params, reranker.param_axes(), mesh)
-
-  def first_stage_of(p):  # a pairwise input reads both documents' scores
-    if reranker.pairwise:
-      return first_stage[p.qid, p.docid], first_stage[p.qid, partners[p.qid][p.window]]
-    return first_stage[p.qid, p.docid]
 
   def prepare(k: int) -> tuple[int, list, list[Batch]]:
     chunk = shard_pairs[k]
