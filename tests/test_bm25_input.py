@@ -132,6 +132,7 @@ def test_hard_negatives_double_the_train_rows_against_the_top_of_each_pool(monke
   # BM25 top 1 (query 0: "dog cat"); unscored, as the duoT5 task reads triples; other splits as is.
   monkeypatch.setattr(bm25_input.sources, "insuranceqa", lambda split, language: table())
   bm25_input.insuranceqa_hard_negatives.cache_clear()
+  bm25_input.insuranceqa_scored.cache_clear()
   hard = bm25_input.insuranceqa_hard_negatives("train", "en", pool_depth=1)
   bm25_input.insuranceqa_hard_negatives.cache_clear()
   assert len(hard) == 4 and not hard.scored
@@ -140,6 +141,13 @@ def test_hard_negatives_double_the_train_rows_against_the_top_of_each_pool(monke
                                                          "dog cat", "car car dog"]
   assert bm25_input.insuranceqa_hard_negatives("validation", "en").pool_docs.tolist() == [1, 2, 0]
   bm25_input.insuranceqa_hard_negatives.cache_clear()
+  # the scored twin (duoT5 with the BM25 scores in its input): the same rows, with their scores
+  scored = bm25_input.insuranceqa_scored("train", "en", pool_depth=1)
+  bm25_input.insuranceqa_scored.cache_clear()
+  assert scored.scored and scored.pool_docs.tolist() == hard.pool_docs.tolist()
+  assert scored.pool_starts.tolist() == [0, 2, 3, 4, 5]
+  np.testing.assert_allclose(scored.pool_scores[:2], [bm25_by_hand("car dog", "dog cat"),
+                                                      bm25_by_hand("car dog", "bird")], rtol=1e-6)
 
 
 @pytest.mark.parametrize("max_length", [512, 22])

@@ -104,15 +104,19 @@ def insuranceqa_hard_negatives(split: str, language: str = "en", pool_depth: int
   """InsuranceQA v2's triples of `split` (`t5rank.data.sources.insuranceqa`); for the train split,
   every row twice (`with_top_of_pools`: half of the negatives among the `pool_depth` answers of the
   pool BM25 scores highest), without the scores. Other splits are returned as they are."""
-  table = sources.insuranceqa(split, language)
   if split != "train":
-    return table
-  mixed = with_top_of_pools(score_table(table, language), pool_depth)
+    return sources.insuranceqa(split, language)
+  mixed = insuranceqa_scored(split, language, pool_depth)
   return dataclasses.replace(mixed, positive_scores=None, pool_scores=None)
 
 
 @functools.lru_cache(maxsize=8)
-def insuranceqa_scored(split: str, language: str = "en") -> TripleTable:
+def insuranceqa_scored(split: str, language: str = "en", pool_depth: int = 0) -> TripleTable:
   """InsuranceQA v2's triples of `split` (`t5rank.data.sources.insuranceqa`) with every pair's BM25
-  score (`score_table`): the scored duoT5 task's source."""
-  return score_table(sources.insuranceqa(split, language), language)
+  score (`score_table`): the scored duoT5 tasks' source. With `pool_depth` > 0 the train split
+  holds every row twice, against its whole pool and against the pool's BM25 top `pool_depth`
+  (`with_top_of_pools`)."""
+  table = score_table(sources.insuranceqa(split, language), language)
+  if split != "train" or pool_depth <= 0:
+    return table
+  return with_top_of_pools(table, pool_depth)

@@ -128,6 +128,9 @@ register_duot5_task("insuranceqa_en_8k_duot5_top20_true_false", TripleSource(
 register_duot5_task("insuranceqa_en_8k_bm25_duot5_true_false", TripleSource(
     functools.partial(bm25_input.insuranceqa_scored, language="en"), _INSURANCEQA_SPLITS),
     vocabulary="insuranceqa_en_8k", bm25_in_input=True)
+register_duot5_task("insuranceqa_en_8k_bm25_duot5_top20_true_false", TripleSource(
+    functools.partial(bm25_input.insuranceqa_scored, language="en", pool_depth=20),
+    _INSURANCEQA_SPLITS), vocabulary="insuranceqa_en_8k", bm25_in_input=True)
 register_duot5_task("msmarco_passage_duot5_true_false",
                     TripleSource(_file_sources["msmarco_passage_triples"], ["train"]))
 
