@@ -21,12 +21,15 @@ reported as such and the others go on):
               again from the compilation cache, against the CPU's rate
   step        T5-base and T5-large scoring steps in bfloat16 (`device_speed.measure`): TFLOP/s of the
               encoder and its share of the measured peak
-  end to end  `t5rank score` with T5-base (random weights) in bfloat16: pairs/s against the step's
+  end to end  `t5rank score` with T5-base (random weights) in bfloat16, first run and from the
+              compilation cache (with --profile DIR, that one under cProfile): pairs/s against the step's
   TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base
   cascade     `t5rank rerank` with the demo's cascade (the shipped dual encoder, TK, monoT5, duoT5,
               each fused by the demo's validation weights) on the same queries: every row's MRR
-              and largest score difference against the CPU's run, each stage's time and pairs/s,
-              first run and again from the compilation cache
+              and largest score difference against the CPU's run (for a stage over the top K of
+              the one before, also over the queries whose top K is the same on both devices),
+              each stage's time and pairs/s, first run and again from the compilation cache
+              (with --profile DIR, a third time under cProfile: DIR/cascade.prof)
   T5-base cascade  `t5rank rerank` with Hugging Face-format monoT5 and duoT5 of T5-base's size
               (random weights; what castorini's checkpoints are) in bfloat16: monoT5 over BM25's
               top 100, duoT5 over its top 10, of the first HF_QUERIES queries: each stage's
@@ -60,14 +63,19 @@ HF_QUERIES = 50  # the T5-base cascade's queries (their BM25 top 100 and top 10)
 
 # `t5rank ...` in a fresh process, with its compilations counted (JAX's monitoring events)
 _COUNTING = """
-import collections, json, sys, time
+import collections, cProfile, json, os, sys, time
 import jax.monitoring as m
 n, s = collections.Counter(), collections.Counter()
 m.register_event_listener(lambda e, **k: n.update([e]))
 m.register_event_duration_secs_listener(lambda e, d, **k: (n.update([e]), s.update({e: d})))
 from t5rank.cli import main
 start = time.perf_counter()
-code = main(sys.argv[1:])
+if os.environ.get("DEVICE_CHECK_PROFILE"):  # the host's time per function (cProfile's stats)
+  profile = cProfile.Profile()
+  code = profile.runcall(main, sys.argv[1:])
+  profile.dump_stats(os.environ["DEVICE_CHECK_PROFILE"])
+else:
+  code = main(sys.argv[1:])
 print("COUNTS " + json.dumps({"wall": time.perf_counter() - start, "code": code,
       "compiled": n["/jax/core/compile/backend_compile_duration"],
       "compile_s": s["/jax/core/compile/backend_compile_duration"],
@@ -76,12 +84,15 @@ print("COUNTS " + json.dumps({"wall": time.perf_counter() - start, "code": code,
 """
 
 
-def t5rank(argv: list[str], timeout: float, cache: Optional[str] = None) -> dict:
-  """Runs `t5rank argv` in a new process (compilation cache off, or in `cache`); returns its
-  wall clock, compilations and exit status, or {"timeout": seconds} when it ran out of time."""
+def t5rank(argv: list[str], timeout: float, cache: Optional[str] = None,
+           profile: Optional[str] = None) -> dict:
+  """Runs `t5rank argv` in a new process (compilation cache off, or in `cache`; with `profile`,
+  under cProfile, its stats written there); returns its wall clock, compilations and exit status,
+  or {"timeout": seconds} when it ran out of time."""
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
       "PYTHONPATH")])), PYTHONUNBUFFERED="1",
-             T5RANK_COMPILATION_CACHE="1" if cache else "0", T5RANK_CACHE_DIR=cache or "")
+             T5RANK_COMPILATION_CACHE="1" if cache else "0", T5RANK_CACHE_DIR=cache or "",
+             DEVICE_CHECK_PROFILE=profile or "")
   start = time.perf_counter()
   try:
     done = subprocess.run([sys.executable, "-c", _COUNTING, *argv], env=env, capture_output=True,
@@ -116,10 +127,14 @@ def cascade_argv(inputs: str, output: str, tune: bool = False) -> list[str]:
 
 
 def cascade_rows(output: str) -> dict[str, dict]:
-  """{row: {"MRR", "seconds", "pairs/s", "run"}} of a `t5rank rerank` results.json."""
+  """{row: {"MRR", "seconds", "pairs/s", "run", "previous" (the row it reranked), "depth"}} of a
+  `t5rank rerank` results.json."""
   with open(f"{output}/results.json") as f:
     results = json.load(f)
-  rows = {s["name"]: {"MRR": s["mean"]["MRR"]} for s in results["evaluation"]["stages"]}
+  rows = {s["name"]: {"MRR": s["mean"]["MRR"], "previous": s.get("previous")}
+          for s in results["evaluation"]["stages"]}
+  for stage in results["stages"]:
+    rows[stage["name"]]["depth"] = stage.get("depth")
   for t in results["timings"]:
     rows[t["name"]].update(seconds=t.get("seconds"), pairs=t.get("pairs"),
                            rate=t.get("pairs_per_second"))
@@ -127,6 +142,23 @@ def cascade_rows(output: str) -> dict[str, dict]:
     run = os.path.join(output, os.path.basename(path))
     rows[name]["run"] = run if os.path.exists(run) else run + ".gz"  # compressed to travel
   return rows
+
+
+def same_input_differences(run: str, reference: str, before: str, before_reference: str,
+                           depth: int) -> Optional[tuple[float, list[str], int]]:
+  """A stage's largest |d score| over the queries whose top `depth` of the ranking it reranked
+  (`before`, `before_reference`) holds the same documents on both devices, and the queries
+  where it does not (a tie broken the other way changes what a pairwise stage compares), and the
+  number of queries; None when the stage reranked every query's candidates."""
+  from t5rank.data.readers import read_run
+  a, b = read_run(run), read_run(reference)
+  top_a, top_b = read_run(before), read_run(before_reference)
+  if all(len(docs) <= depth for docs in top_b.values()):
+    return None  # every candidate reranked: nothing to differ
+  differ = sorted(q for q in top_b if {d for d, _ in top_a[q][:depth]} !=
+                  {d for d, _ in top_b[q][:depth]})
+  same = [abs(s - dict(b[q])[d]) for q in b if q not in differ for d, s in a[q][:depth]]
+  return max(same, default=float("nan")), differ, len(top_b)
 
 
 def log_p_differences(run: str, reference: str) -> float:
@@ -332,38 +364,64 @@ def run(args: argparse.Namespace) -> Report:
     if not os.path.exists(checkpoint):
       save_checkpoint(checkpoint, random_params(config, seed=SEED, std=0.05), config,
                       {"feature_lengths": {"inputs": 256}})
-    for label, ckpt, extra in (
+    cache = f"{work}/e2e_cache"
+    for model, (label, ckpt, extra) in enumerate((
         (f"monoT5 {name} bfloat16", checkpoint, ["--dtype", "bfloat16", "--length-bucket", "256"]),
-        ("TK paper size", f"{inputs}/tk_paper", ["--length-bucket", "1000"])):
-      result = t5rank(score_argv(inputs, ckpt, f"{work}/e2e_{len(extra)}.run", *extra),
-                      timeout=budget / 2)
-      if "timeout" in result:
-        report.add("end to end", label, "ran out of time")
-        continue
-      report.add("end to end", f"{label}: t5rank score", cpu["pairs"] / result["wall"],
-                 f"pairs/s over {cpu['pairs']} pairs, {result['wall']:.1f} s with start-up; "
-                 f"{result['compiled']} compilations, {result['compile_s']:.1f} s")
+        ("TK paper size", f"{inputs}/tk_paper", ["--length-bucket", "1000"]))):
+      for run_label in ("first run", "cached"):  # the second: start-up without compilation
+        profile = (f"{args.profile}/e2e_{model}.prof" if args.profile and run_label == "cached"
+                   else None)
+        result = t5rank(score_argv(inputs, ckpt, f"{work}/e2e_{model}_{run_label[0]}.run",
+                                   *extra), timeout=budget / 4, cache=cache, profile=profile)
+        if "timeout" in result:
+          report.add("end to end", f"{label}, {run_label}", "ran out of time")
+          continue
+        report.add("end to end", f"{label}, {run_label}: t5rank score",
+                   cpu["pairs"] / result["wall"],
+                   f"pairs/s over {cpu['pairs']} pairs, {result['wall']:.1f} s with start-up; "
+                   f"{result['cache_misses']} compiled ({result['compile_s']:.1f} s), "
+                   f"{result['cache_hits']} from the cache" + (" (profiled)" if profile else ""))
 
   def cascade_section(budget: float) -> None:
     reference = cascade_rows(f"{inputs}/cpu_cascade")
     cache = f"{work}/cascade_cache"
-    for label in ("first run", "cached") if not tiny else ("first run",):
+    labels = ("first run", "cached") if not tiny else ("first run",)
+    shares = {"first run": 0.6, "cached": 0.4}
+    if args.profile:  # a third run from the cache, under cProfile: where the host's time goes
+      labels = labels + ("profiled",)
+      shares = {"first run": 0.45, "cached": 0.25, "profiled": 0.3}
+    for label in labels:
       out = f"{work}/cascade_{label.replace(' ', '_')}"
-      result = t5rank(cascade_argv(inputs, out), timeout=budget * (0.6 if label == "first run"
-                                                                    else 0.4), cache=cache)
+      profile = f"{args.profile}/cascade.prof" if label == "profiled" else None
+      if profile:
+        os.makedirs(args.profile, exist_ok=True)
+      result = t5rank(cascade_argv(inputs, out), timeout=budget * shares[label], cache=cache,
+                      profile=profile)
       if "timeout" in result:
         report.add("cascade", label, "ran out of time", f"{result['timeout']:.0f} s")
         continue
       report.add("cascade", f"{label}: t5rank rerank", f"{result['wall']:.1f} s",
                  f"CPU (2-core VM) {cpu['cascade']['wall']:.1f} s; {result['cache_misses']} "
                  f"compiled, {result['cache_hits']} from the cache")
-      for name, row in cascade_rows(out).items():
+      rows = cascade_rows(out)
+      for name, row in rows.items():
         cpu_row = reference[name]
         speed = (f"; {row['seconds']} s, {row['rate']:.0f} pairs/s (CPU {cpu_row['seconds']} s, "
                  f"{cpu_row['rate']:.0f})" if row.get("rate") else "")
         report.add("cascade", f"{label}: {name} MRR", f"{row['MRR']:.4f}",
                    f"CPU {cpu_row['MRR']:.4f}; max |d score| "
                    f"{log_p_differences(row['run'], cpu_row['run']):.2g}{speed}")
+        if row.get("depth") and row.get("previous"):  # a stage over the top of the one before
+          before = row["previous"]
+          found = same_input_differences(row["run"], cpu_row["run"], rows[before]["run"],
+                                         reference[before]["run"], row["depth"])
+          if found is None:
+            continue
+          most, differ, total = found
+          report.add("cascade", f"{label}: {name}, same top {row['depth']} of {before} on both "
+                     "devices: max |d score|", most, f"{len(differ)} of {total} "
+                     f"queries' top {row['depth']} differ"
+                     + (f": {' '.join(differ[:10])}" if differ else ""))
 
   def t5_base_cascade_section(budget: float) -> None:
     from t5rank.checkpoints.hf import save_hf_checkpoint
@@ -410,6 +468,11 @@ def run(args: argparse.Namespace) -> Report:
   sections = {"peak": peak_section, "precision": precision_section, "TK": tk_section,
               "step": step_section, "end to end": end_to_end_section, "cascade": cascade_section,
               "T5-base cascade": t5_base_cascade_section}
+  for given in filter(None, (args.seconds or "").split(",")):  # e.g. "cascade=420"
+    name, _, seconds = given.partition("=")
+    if name not in budgets:
+      raise SystemExit(f"--seconds: no section {name!r} (the sections: {', '.join(budgets)})")
+    budgets[name] = float(seconds)
   for name, fn in sections.items():
     if not args.sections or name in args.sections.split(","):
       report.section(name, budgets[name] * (tiny_share.get(name, 0.2) if tiny else 1), fn)
@@ -463,7 +526,7 @@ def tiny(args: argparse.Namespace) -> Report:
   shutil.copyfile(f"{out}/cpu_cascade/results.json", f"{out}/fusion.json")
   with open(f"{out}/cpu.json", "w") as f:
     json.dump(cpu, f, indent=1)
-  args.inputs, args.work = out, f"{out}/work"
+  args.inputs, args.work, args.profile, args.seconds = out, f"{out}/work", None, None
   os.makedirs(args.work, exist_ok=True)
   return run(args)
 
@@ -489,6 +552,10 @@ def main() -> None:
   r.add_argument("--work", help="scratch directory (default: a new temporary one)")
   r.add_argument("--sections", help="comma-separated subset of the sections")
   r.add_argument("--table", help="also write the table to this file")
+  r.add_argument("--seconds", help="comma-separated SECTION=SECONDS: a section's time limit "
+                 "instead of its default (e.g. \"cascade=420,end to end=150\")")
+  r.add_argument("--profile", help="the cascade once more from the cache under cProfile, its "
+                 "stats written to PROFILE/cascade.prof")
   t = commands.add_parser("tiny", help="prepare and run with tiny shapes on this CPU")
   t.add_argument("--out", required=True)
   t.add_argument("--sections")
