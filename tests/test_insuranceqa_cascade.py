@@ -84,6 +84,55 @@ def test_the_same_command_again_reuses_every_stage(demo, capsys):
   assert again["evaluation"] == results["evaluation"]
 
 
+def test_with_the_shipped_models_the_demo_reads_the_shipped_weights(tmp_path):
+  workdir = str(tmp_path / "iqa")
+  results = job.run_insuranceqa_cascade(workdir=workdir, num_queries=2, progress=False)
+  with open(os.path.join(shipped.DIRECTORY, job.ENGLISH_CASCADE.weights_file)) as f:
+    weights = json.load(f)
+  assert results["fusion"]["shipped"].endswith(job.ENGLISH_CASCADE.weights_file)
+  assert results["fusion"]["tune_queries"] == 1000
+  assert {row: e["weights"] for row, e in results["fusion"]["weights"].items()} == {
+      row: e["weights"] for row, e in weights["fusion"]["weights"].items()}
+  assert results["fusion"]["validation"] == weights["validation"]
+  assert not os.path.exists(os.path.join(workdir, "valid_cascade"))  # nothing tuned again
+
+
+def test_the_shipped_weights_are_the_runs_only_with_its_models_depths_and_queries():
+  cascade = job.ENGLISH_CASCADE
+  models = {n: {"source": "shipped", "recipe_sha256": shipped.read_recipe(n)["sha256"]}
+            for _, n in cascade.rerankers}
+
+  def found(rerankers=cascade.rerankers, depths=cascade.depths, queries=1000, **changed):
+    return job.shipped_weights(cascade, rerankers, depths, queries, dict(models, **changed))
+
+  assert found() is not None
+  assert found(depths=(1000, 1000, 100, 10)) is None and found(queries=200) is None
+  assert found(duot5=dict(models["duot5"], source="trained")) is None  # --retrain
+  assert found(tk=dict(models["tk"], recipe_sha256="0" * 64)) is None  # another recipe
+  distilled = [("tk_distilled", "tk_distilled") if row == "tk" else (row, m)
+               for row, m in cascade.rerankers]
+  assert found(rerankers=distilled, tk_distilled=models["tk"]) is None  # --distil
+  assert job.shipped_weights(job.XPR_CASCADE, job.XPR_CASCADE.rerankers, job.XPR_CASCADE.depths,
+                             200, {}) is None  # the cross-lingual cascade ships none
+
+
+def test_ship_fusion_weights_takes_a_demos_tuned_weights_of_the_shipped_models(demo):
+  from scripts.ship_fusion_weights import weights_entry
+
+  workdir, results = demo
+  entry = weights_entry(results, "t5rank demo ...")
+  assert entry["depths"] == list(DEPTHS) and entry["tune_queries"] == 5
+  assert entry["fusion"]["weights"] == results["fusion"]["weights"]
+  assert entry["recipes"] == {n: shipped.read_recipe(n)["sha256"]
+                              for _, n in job.ENGLISH_CASCADE.rerankers}
+  trained = dict(results, models=dict(results["models"], tk=dict(results["models"]["tk"],
+                                                                   source="trained")))
+  with pytest.raises(ValueError, match=r"\['tk'\] were not the shipped models"):
+    weights_entry(trained, "")
+  with pytest.raises(ValueError, match="read from the shipped file"):
+    weights_entry(dict(results, fusion=dict(results["fusion"], shipped="x.json")), "")
+
+
 @pytest.fixture
 def training(monkeypatch):
   """The (model, gin files, bindings, retrain) of each model the job would train; the shipped model

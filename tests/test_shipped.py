@@ -86,3 +86,30 @@ def test_an_unknown_shipped_name_is_refused_with_the_names(tmp_path):
     cli.main(["index", "--encoder", "shipped:monot6", "--corpus", str(tmp_path / "c.jsonl"),
               "-o", str(tmp_path / "index")])
   assert not (tmp_path / "index").exists()
+
+
+def test_the_shipped_fusion_weights_were_tuned_with_the_shipped_models():
+  """t5rank/shipped/insuranceqa_cascade_weights.json (scripts/ship_fusion_weights.py): the demo's
+  cascade at its depths and validation queries, each model by today's recipe, each fusion row's
+  members by the parameters they have today (a model shipped again fails here until the weights
+  are tuned and shipped again)."""
+  from t5rank.checkpoints.models import load_reranker
+  from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
+  from t5rank.ranking.scorer import params_fingerprint
+
+  job = ENGLISH_CASCADE
+  with open(os.path.join(shipped.DIRECTORY, job.weights_file), encoding="utf-8") as f:
+    weights = json.load(f)
+  names = [model for _, model in job.rerankers]
+  assert weights["job"] == job.key and weights["cascade"] == [list(p) for p in job.rerankers]
+  assert weights["depths"] == list(job.depths) and weights["tune_queries"] == job.tune_queries
+  assert weights["recipes"] == {n: shipped.read_recipe(n)["sha256"] for n in names}
+  fingerprints = {n: params_fingerprint(load_reranker(shipped.path(n))[1]) for n in names}
+  rows = weights["fusion"]["weights"]
+  assert list(rows) == [f"{row}+fusion" for row, _ in job.rerankers]
+  for row, entry in rows.items():
+    assert abs(sum(entry["weights"]) - 1) < 1e-9, row
+    for member in entry["members"][1:]:  # the first is BM25's run
+      assert member["params_sha256"] == fingerprints[member["name"]], (
+          f"{row}: shipped:{member['name']} is not the model its weights were tuned with: run "
+          f"{weights['command']!r} again and ship its weights (scripts/ship_fusion_weights.py)")

@@ -15,8 +15,10 @@ The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2
 (English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
 it with the dual encoder, then with TK, then with monoT5, and the fused top 10 with duoT5
 (--depths, one depth per reranker); after each reranker its scores are fused with every stage
-before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries validation
-queries (the same cascade run there first) and applied unchanged to the test queries. It prints
+before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries (1,000)
+validation queries and applied unchanged to the test queries: those tuned with the shipped models
+ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the
+validation queries first (--retrain, another --tune-queries, other --depths). It prints
 every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25 and
 against the row before, Bonferroni; time and pairs/s) and writes each stage's run
 (WORKDIR/cascade), results.json and results.png. The models are the shipped ones
@@ -109,9 +111,11 @@ def add_parser(subparsers) -> None:
                       f"(default: {DEFAULT_DEPTH}, every answer of the query's pool: ~200)")
   p.add_argument("--queries", type=positive_int, metavar="N",
                  help="only the first N test queries (default: all 2,000)")
-  p.add_argument("--tune-queries", type=positive_int, default=TUNE_QUERIES, metavar="N",
+  p.add_argument("--tune-queries", type=positive_int, metavar="N",
                  help="validation queries the fusion weights (with --monot5-only: the hybrid's "
-                      f"weight) are tuned on (default: {TUNE_QUERIES})")
+                      "weight) are tuned on (default: 1000 for the English cascade, whose "
+                      "weights tuned so with the shipped models ship with them and are not tuned "
+                      f"again; {TUNE_QUERIES} for the other jobs)")
   p.add_argument("--retrain", action="store_true",
                  help="train new models even if WORKDIR holds ones of the same recipes")
   p.add_argument("--gin_file", action="append", metavar="PATH",
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
   run_insuranceqa(workdir=args.workdir, depth=args.depth or DEFAULT_DEPTH,
                   num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,
-                  tune_queries=args.tune_queries, job=job,
+                  tune_queries=args.tune_queries or TUNE_QUERIES, job=job,
                   pretrain_bindings=[f"TRAIN_STEPS = {args.pretrain_steps}"]
                   if args.pretrain_steps else (),
                   dense_bindings=[f"TRAIN_STEPS = {args.dense_steps}"]

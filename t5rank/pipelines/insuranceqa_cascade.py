@@ -7,10 +7,13 @@ monoT5 → duoT5, each stage fused with the stages before it by weights tuned on
        monoT5) when the repository's recipes are theirs, else trained by those recipes in
        WORKDIR/NAME (reused and resumed as `t5rank train` does; `retrain` trains all four anew,
        duoT5 from the new monoT5)
-    ─► the cascade on the first TUNE_QUERIES validation queries (WORKDIR/valid_cascade): the dual
-       encoder and TK over the pool, monoT5 over the fused top DEPTHS[2] (the pool), duoT5 over
-       the fused top DEPTHS[3] (10); after each reranker the fusion of it and every stage before
-       it (z-scores, weights tuned there: best MRR)
+    ─► the fusion weights: those shipped with the models (t5rank/shipped/
+       insuranceqa_cascade_weights.json, tuned on the first 1,000 validation queries) when every
+       model is the shipped one at the shipped depths; else the cascade on the first
+       job.tune_queries validation queries (WORKDIR/valid_cascade): the dual encoder and TK over
+       the pool, monoT5 over the fused top DEPTHS[2] (the pool), duoT5 over the fused top
+       DEPTHS[3] (10); after each reranker the fusion of it and every stage before it (z-scores,
+       weights tuned there: best MRR)
        with `distil`: the teacher, BM25 + TK + monoT5 fused with TEACHER_WEIGHTS, scores each
        training question's relevant answers and 20 of its pool's once (WORKDIR/teacher,
        `t5rank teacher`'s code), TK is trained on its score margins (Margin-MSE,
@@ -97,7 +100,9 @@ XPR_MODELS = (
 class CascadeJob:
   """What differs between the cascades: the data (`data`: its export and BM25's analyzer), the
   models (prepared in this order, each after the one it starts from), the rerankers of the cascade
-  (each a row's name and a model's), their default depths, the metrics and the work directory."""
+  (each a row's name and a model's), their default depths, the metrics, the work directory, the
+  validation queries the fusion weights are tuned on, and the file of t5rank/shipped holding the
+  weights tuned with the shipped models (`shipped_weights`)."""
   key: str
   data: Job
   models: tuple[Model, ...]
@@ -105,17 +110,22 @@ class CascadeJob:
   depths: tuple[int, ...]
   workdir: str
   metrics: tuple[str, ...] = METRICS
+  tune_queries: int = TUNE_QUERIES
+  weights_file: Optional[str] = None
 
 
 # the dual encoder, TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses
 # a sixth of the relevant answers it would rank high: validation MRR .3913 against .4079, before
 # the dual encoder joined); duoT5: the top 10. The dual encoder first: validation MRR of monoT5's
-# fusion .4280 against .4079 without it (BENCHMARKS.md, "The cascade: `make demo`")
+# fusion .4280 against .4079 without it (BENCHMARKS.md, "The cascade: `make demo`"). The weights:
+# tuned on 1,000 validation queries (on the other 1,000, MRR .4532 against .4345 with weights tuned
+# on 200; BENCHMARKS.md, "Fusion weights tuned on 1,000 validation questions"), shipped
 ENGLISH_CASCADE = CascadeJob(
     key="t5rank demo: the InsuranceQA cascade", data=ENGLISH, models=MODELS,
     rerankers=(("dual_encoder", "dual_encoder"), ("tk", "tk"), ("monot5", "monot5"),
                ("duot5", "duot5")),
-    depths=(1000, 1000, 1000, 10), workdir=os.path.join("runs", "insuranceqa_cascade"))
+    depths=(1000, 1000, 1000, 10), workdir=os.path.join("runs", "insuranceqa_cascade"),
+    tune_queries=1000, weights_file="insuranceqa_cascade_weights.json")
 # the dual encoder: the whole pool; monoT5: the fused top 100 (validation MRR of its fusion .211,
 # over the pool .210, top 20 .204; half the time of the pool)
 XPR_CASCADE = CascadeJob(
@@ -170,7 +180,7 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                             num_queries: Optional[int] = None,
                             depths: Optional[Sequence[int]] = None,
                             gin_bindings: Sequence[str] = (), retrain: bool = False,
-                            tune_queries: int = TUNE_QUERIES, distil: bool = False,
+                            tune_queries: Optional[int] = None, distil: bool = False,
                             teacher_queries: Optional[int] = None, progress: bool = True,
                             job: CascadeJob = ENGLISH_CASCADE,
                             model_bindings: Optional[dict[str, Sequence[str]]] = None) -> dict:
@@ -181,6 +191,7 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
   only): the cascade's TK is distilled from the teacher's scores of the first `teacher_queries`
   training questions (all 12,889 when None). Returns what results.json holds."""
   depths = tuple(depths or job.depths)
+  tune_queries = tune_queries or job.tune_queries
   unknown = set(model_bindings or ()) - {m.name for m in job.models}
   if len(depths) != len(job.rerankers) or min(depths) < 1 or tune_queries < 1 or any(
       n is not None and n < 1 for n in (num_queries, teacher_queries)):
@@ -286,15 +297,45 @@ def _teacher(retrain: bool, queries: Optional[int], record: Record):
           f"{info['pairs']} pairs of {info['queries']} training questions")
 
 
+def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths: Sequence[int],
+                    tune_queries: int, models: dict) -> Optional[dict]:
+  """The fusion weights shipped with `job`'s models (t5rank/shipped/JOB.weights_file,
+  scripts/ship_fusion_weights.py) when they are this run's: the same rows and models, each model
+  the shipped one by the recipe the weights were tuned with, the same depths and number of
+  validation queries; None otherwise (the validation cascade tunes them)."""
+  from t5rank.checkpoints import shipped
+
+  if not job.weights_file:
+    return None
+  found = read_json(os.path.join(shipped.DIRECTORY, job.weights_file))
+  if found is None or found.get("job") != job.key:
+    return None
+  names = [model for _, model in cascade]
+  if (found.get("cascade") != [list(pair) for pair in cascade]
+      or found.get("depths") != list(depths) or found.get("tune_queries") != tune_queries
+      or any(models[name]["source"] != "shipped" for name in names)
+      or found.get("recipes") != {name: models[name]["recipe_sha256"] for name in names}):
+    return None
+  return found
+
+
 def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: bool,
              record: Record) -> tuple[str, str]:
-  """One cascade: on the validation queries tuning the fusion weights, on the test queries with
-  them."""
+  """One cascade: on the validation queries tuning the fusion weights (unless the weights shipped
+  with the models are this run's), on the test queries with them."""
+  from t5rank.checkpoints import shipped
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
   from t5rank.pipelines.cascade import FusionSource, RerankStage, run_cascade
 
   job = record["job"]
   if split == "valid":
+    found = shipped_weights(job, record["cascade"], depths, tune_queries, record["models"])
+    if found is not None:
+      path = os.path.join(shipped.DIRECTORY, job.weights_file)
+      record["valid"] = {"fusion": found["fusion"]["weights"], "shipped": path,
+                         "evaluation": found.get("validation")}
+      return ("shipped fusion weights", f"{path}: tuned on the first {tune_queries} validation "
+              "queries with these models")
     data = job.data.export(os.path.join(record.workdir, "data_valid"), "validation")
     queries = dict(list(read_queries(data["queries.tsv"]).items())[:tune_queries])
     qrels = {q: d for q, d in read_qrels(data["qrels.txt"]).items() if q in queries}
@@ -305,8 +346,10 @@ def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: boo
                                      record["bm25"])
   stages = [RerankStage(record["models"][model]["checkpoint"], depth, row, fuse=True)
             for (row, model), depth in zip(record["cascade"], depths)]
+  shipped_path = split == "test" and record["valid"].get("shipped")
   weights = None if split == "valid" else FusionSource(
-      weights=record["valid"]["fusion"], described="the validation cascade's weights")
+      weights=record["valid"]["fusion"], described=f"the shipped weights ({shipped_path})"
+      if shipped_path else "the validation cascade's weights")
   results = run_cascade(
       queries=queries, corpus=corpus, first=first, first_name="bm25", stages=stages,
       workdir=os.path.join(record.workdir, "valid_cascade" if split == "valid" else "cascade"),
@@ -329,6 +372,9 @@ def _report(record: Record, depths: Sequence[int], tune_queries: int) -> dict:
       "depths": dict(zip(record["cascade_models"], depths)), "models": record["models"],
       **({"teacher": record["teacher"]} if "teacher" in record else {}),
       "fusion": {"tuned_on": f"the first {tune_queries} validation queries (MRR)",
+                 "tune_queries": tune_queries,
+                 **({"shipped": record["valid"]["shipped"]} if "shipped" in record["valid"]
+                    else {}),
                  "weights": test["fusion"],
                  "validation": record["valid"].get("evaluation")},
       "evaluation": test["evaluation"], "timings": test["timings"],
