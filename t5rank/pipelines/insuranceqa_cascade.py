@@ -18,7 +18,7 @@ monoT5 → duoT5, each stage fused with the stages before it by weights tuned on
        training question's relevant answers and 20 of its pool's once (WORKDIR/teacher,
        `t5rank teacher`'s code), TK is trained on its score margins (Margin-MSE,
        tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled) and takes TK's place in the cascade
-    ─► the same cascade on the test queries (WORKDIR/cascade), the validation weights unchanged
+    ─► the same cascade on the test queries (WORKDIR/cascade), those weights unchanged
     ─► every stage and every fusion evaluated (MRR, MRR@10, P@1, nDCG@10, MAP; paired t-tests
        against BM25 and against the row before, Bonferroni), time and pairs/s per stage
        ─► table, results.json, results.png
@@ -233,9 +233,10 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
   record["cascade"] = cascade
   record["cascade_models"] = [name for _, name in cascade]
   stages += [
-      Stage(f"the cascade on the first {tune_queries} validation queries: the fusion weights",
-            functools.partial(_cascade, "valid", depths, tune_queries, progress)),
-      Stage("the cascade on the test queries, the validation weights unchanged",
+      Stage(f"the fusion weights: the shipped ones, else the cascade on the first {tune_queries} "
+            "validation queries", functools.partial(_cascade, "valid", depths, tune_queries,
+                                                    progress)),
+      Stage("the cascade on the test queries, those weights unchanged",
             functools.partial(_cascade, "test", depths, tune_queries, progress))]
   run_stages(stages, record)
   return _report(record, depths, tune_queries)
