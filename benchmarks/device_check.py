@@ -1,6 +1,6 @@
 """One prepared check for a lent accelerator: what only a GPU (or TPU) can show, in one call.
 
-    # on the CPU, after `make demo` (its validation weights): the inputs and the CPU's own figures
+    # on the CPU (the demo's fusion weights, shipped with its models): the inputs and the CPU's figures
     # (about 4 minutes; runs/devcheck, ~55 MB; to travel, copy the inputs and gzip
     # cpu_cascade/*.run: the check reads NAME.run.gz where NAME.run is not there)
     python benchmarks/device_check.py prepare      # the shipped monoT5 and TK, the demo's weights
@@ -25,7 +25,7 @@ reported as such and the others go on):
               compilation cache (with --profile DIR, that one under cProfile): pairs/s against the step's
   TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base
   cascade     `t5rank rerank` with the demo's cascade (the shipped dual encoder, TK, monoT5, duoT5,
-              each fused by the demo's validation weights) on the same queries: every row's MRR
+              each fused by the demo's weights) on the same queries: every row's MRR
               and largest score difference against the CPU's run (for a stage over the top K of
               the one before, also over the queries whose top K is the same on both devices),
               each stage's time and pairs/s, first run and again from the compilation cache
@@ -113,7 +113,7 @@ def score_argv(inputs: str, checkpoint: str, output: str, *extra: str) -> list[s
 
 def cascade_argv(inputs: str, output: str, tune: bool = False) -> list[str]:
   """`t5rank rerank` with the demo's cascade: its shipped models at its depths, each fused by the
-  demo's validation weights (with `tune`: by weights tuned on these queries), evaluated on the
+  demo's weights (with `tune`: by weights tuned on these queries), evaluated on the
   inputs' judgments."""
   from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
 
@@ -286,6 +286,8 @@ def run(args: argparse.Namespace) -> Report:
   with open(f"{inputs}/cpu.json") as f:
     cpu = json.load(f)
   report = Report(args.table)
+  if args.profile:
+    os.makedirs(args.profile, exist_ok=True)
   device = jax.devices()[0]
   report.add("device", "kind", f"{device.device_kind} ({device.platform})",
              f"jax {jax.__version__}, {len(jax.devices())} device(s)")
@@ -393,8 +395,6 @@ def run(args: argparse.Namespace) -> Report:
     for label in labels:
       out = f"{work}/cascade_{label.replace(' ', '_')}"
       profile = f"{args.profile}/cascade.prof" if label == "profiled" else None
-      if profile:
-        os.makedirs(args.profile, exist_ok=True)
       result = t5rank(cascade_argv(inputs, out), timeout=budget * shares[label], cache=cache,
                       profile=profile)
       if "timeout" in result:
@@ -469,7 +469,7 @@ def run(args: argparse.Namespace) -> Report:
               "step": step_section, "end to end": end_to_end_section, "cascade": cascade_section,
               "T5-base cascade": t5_base_cascade_section}
   for given in filter(None, (args.seconds or "").split(",")):  # e.g. "cascade=420"
-    name, _, seconds = given.partition("=")
+    name, _, seconds = (part.strip() for part in given.partition("="))
     if name not in budgets:
       raise SystemExit(f"--seconds: no section {name!r} (the sections: {', '.join(budgets)})")
     budgets[name] = float(seconds)
@@ -543,9 +543,10 @@ def main() -> None:
   p.add_argument("--monot5", default="shipped:monot5",
                  help="a monoT5 checkpoint of the demo's recipe (default: the shipped one)")
   p.add_argument("--tk", default="shipped:tk", help="a TK checkpoint (default: the shipped one)")
-  p.add_argument("--fusion-weights", default="runs/insuranceqa_cascade/valid_cascade/results.json",
-                 help="the demo's validation cascade's results.json: its fusion weights (default: "
-                      "`t5rank demo`'s)")
+  p.add_argument("--fusion-weights",
+                 default=os.path.join(ROOT, "t5rank", "shipped", "insuranceqa_cascade_weights.json"),
+                 help="the cascade's fusion weights: a `t5rank rerank --tune-fusion` or `t5rank "
+                      "demo` results.json, or the shipped file (the default: the demo's)")
   p.add_argument("--queries", type=int, default=300, help="test queries whose pools are scored")
   r = commands.add_parser("run", help="the check, on the device")
   r.add_argument("--inputs", default="runs/devcheck")
@@ -554,8 +555,9 @@ def main() -> None:
   r.add_argument("--table", help="also write the table to this file")
   r.add_argument("--seconds", help="comma-separated SECTION=SECONDS: a section's time limit "
                  "instead of its default (e.g. \"cascade=420,end to end=150\")")
-  r.add_argument("--profile", help="the cascade once more from the cache under cProfile, its "
-                 "stats written to PROFILE/cascade.prof")
+  r.add_argument("--profile", help="the cascade once more from the cache under cProfile, and the "
+                 "end-to-end section's cached runs under it: their stats in PROFILE/cascade.prof, "
+                 "PROFILE/e2e_0.prof (T5-base), PROFILE/e2e_1.prof (TK)")
   t = commands.add_parser("tiny", help="prepare and run with tiny shapes on this CPU")
   t.add_argument("--out", required=True)
   t.add_argument("--sections")

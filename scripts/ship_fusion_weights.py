@@ -9,7 +9,8 @@ insuranceqa_cascade_weights.json, read by `t5rank demo` instead of tuning them a
 WORKDIR is a finished `t5rank demo` (the English cascade) whose every model was the shipped one
 and whose weights were tuned there (not read from a shipped file). The file holds the weights
 (each fusion row's runs, its members' parameter hashes and depths: `t5rank rerank --fusion-weights
-FILE` takes it too), the cascade's rows, depths and validation queries, each model's recipe hash,
+FILE` takes it too), the cascade's rows, depths and validation queries, each model's recipe hash
+and the hash of its manifest (its files),
 the validation cascade's evaluation, the command, date and machine. The demo uses it only while
 each of these is still its own (`insuranceqa_cascade.shipped_weights`); tests/test_shipped.py fails
 when a model shipped later no longer has the parameters the weights were tuned with. An existing
@@ -27,8 +28,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scripts.ship_model import machine  # noqa: E402
-from t5rank.checkpoints import shipped  # noqa: E402
-from t5rank.files import atomic_write, read_json  # noqa: E402
+from t5rank.checkpoints import native, shipped  # noqa: E402
+from t5rank.files import atomic_write, read_json, sha256_file  # noqa: E402
 from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE  # noqa: E402
 
 
@@ -45,6 +46,9 @@ def weights_entry(results: dict, command: str) -> dict:
     raise ValueError(f"{not_shipped} were not the shipped models: ship them first "
                      "(scripts/ship_model.py), then run the demo again")
   fusion = results["fusion"]
+  if "tune_queries" not in fusion:
+    raise ValueError("made by an earlier t5rank (its results.json does not say how many "
+                     "validation queries tuned the weights): run the same demo again")
   if "shipped" in fusion:
     raise ValueError("its weights were read from the shipped file (the same models, depths and "
                      "validation queries), not tuned: nothing new to ship")
@@ -52,6 +56,8 @@ def weights_entry(results: dict, command: str) -> dict:
           "depths": [results["depths"][n] for n in names],
           "tune_queries": fusion["tune_queries"],
           "recipes": {n: models[n]["recipe_sha256"] for n in names},
+          "manifests": {n: sha256_file(os.path.join(shipped.path(n), native.MANIFEST_FILE))
+                        for n in names},
           "fusion": {"tuned_on": fusion["tuned_on"], "weights": fusion["weights"]},
           "validation": fusion["validation"], "command": command,
           "date": datetime.date.today().isoformat(), "machine": machine()}

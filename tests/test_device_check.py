@@ -42,3 +42,30 @@ def test_the_device_check_runs_every_section_on_a_cpu(tmp_path):
   assert float(measures["TK", "one bucket, cached: max |d s| vs CPU run"]) < 1e-6
   second = [r for r in rows if r[1].startswith("monoT5 float32, second run")]
   assert second and " 0 compiled" in second[0][3], second  # all from the cache
+
+
+def test_a_stage_over_the_top_k_is_compared_where_both_devices_gave_it_the_same_k(tmp_path):
+  """`same_input_differences`: only the queries whose top K of the ranking before holds the same
+  documents on both devices (in any order), and only their top K (below it a stage keeps the
+  ranking before, scored by position)."""
+  sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+  from device_check import same_input_differences
+
+  from t5rank.data.readers import write_run
+
+  def runs(name, **queries):
+    write_run(str(tmp_path / name), {q: list(docs) for q, docs in queries.items()}, tag=name)
+    return str(tmp_path / name)
+
+  # the ranking the stage reranked: q1's top 2 the same documents in another order, q2's not
+  before_gpu = runs("b_gpu", q1=[("a", 3.0), ("b", 2.0), ("c", 1.0)],
+                    q2=[("a", 3.0), ("c", 2.0), ("b", 1.0)])
+  before_cpu = runs("b_cpu", q1=[("b", 3.0), ("a", 2.0), ("c", 1.0)],
+                    q2=[("a", 3.0), ("b", 2.0), ("c", 1.0)])
+  # the stage: q1's top 2 differ by .25 at most, its third by 1 (its place below); q2's by 5
+  gpu = runs("gpu", q1=[("a", 0.75), ("b", 0.5), ("c", -1.5)], q2=[("a", 9.0), ("c", 8.0),
+                                                                    ("b", 7.0)])
+  cpu = runs("cpu", q1=[("a", 0.5), ("b", 0.5), ("c", -0.5)], q2=[("a", 4.0), ("b", 3.0),
+                                                                   ("c", 2.0)])
+  assert same_input_differences(gpu, cpu, before_gpu, before_cpu, depth=2) == (0.25, ["q2"], 2)
+  assert same_input_differences(gpu, cpu, before_gpu, before_cpu, depth=3) is None  # all reranked

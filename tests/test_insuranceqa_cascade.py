@@ -116,6 +116,37 @@ def test_the_shipped_weights_are_the_runs_only_with_its_models_depths_and_querie
                              200, {}) is None  # the cross-lingual cascade ships none
 
 
+def test_shipped_weights_are_not_used_for_other_model_files_and_a_broken_file_is_said(
+    tmp_path, monkeypatch):
+  """A copy of the package's shipped directory, its models' manifests only: the weights apply
+  while every manifest is the one they were tuned with; a changed one (a model shipped again),
+  no file, another job's file: none; a broken file: an error that says so."""
+  cascade = job.ENGLISH_CASCADE
+  models = {n: {"source": "shipped", "recipe_sha256": shipped.read_recipe(n)["sha256"]}
+            for _, n in cascade.rerankers}
+  weights = (open(os.path.join(shipped.DIRECTORY, cascade.weights_file)).read())
+  for _, name in cascade.rerankers:
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "manifest.json").write_bytes(
+        open(os.path.join(shipped.path(name), "manifest.json"), "rb").read())
+  monkeypatch.setattr(shipped, "DIRECTORY", str(tmp_path))
+  monkeypatch.setattr(shipped, "path", lambda name: os.path.join(str(tmp_path), name))
+  found = lambda: job.shipped_weights(cascade, cascade.rerankers, cascade.depths, 1000, models)
+  assert found() is None  # no file
+  (tmp_path / cascade.weights_file).write_text(weights)
+  assert found() is not None
+  (tmp_path / "tk" / "manifest.json").write_text("{}")  # TK shipped again
+  assert found() is None
+  (tmp_path / cascade.weights_file).write_text(json.dumps(dict(json.loads(weights), job="other")))
+  assert found() is None
+  (tmp_path / cascade.weights_file).write_text("{not json")
+  with pytest.raises(ValueError, match="not JSON"):
+    found()
+  (tmp_path / cascade.weights_file).write_text(json.dumps({"job": cascade.key}))
+  with pytest.raises(ValueError, match="holds no fusion weights"):
+    found()
+
+
 def test_ship_fusion_weights_takes_a_demos_tuned_weights_of_the_shipped_models(demo):
   from scripts.ship_fusion_weights import weights_entry
 

@@ -94,6 +94,7 @@ def test_the_shipped_fusion_weights_were_tuned_with_the_shipped_models():
   members by the parameters they have today (a model shipped again fails here until the weights
   are tuned and shipped again)."""
   from t5rank.checkpoints.models import load_reranker
+  from t5rank.files import sha256_file
   from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
   from t5rank.ranking.scorer import params_fingerprint
 
@@ -104,6 +105,8 @@ def test_the_shipped_fusion_weights_were_tuned_with_the_shipped_models():
   assert weights["job"] == job.key and weights["cascade"] == [list(p) for p in job.rerankers]
   assert weights["depths"] == list(job.depths) and weights["tune_queries"] == job.tune_queries
   assert weights["recipes"] == {n: shipped.read_recipe(n)["sha256"] for n in names}
+  assert weights["manifests"] == {n: sha256_file(os.path.join(shipped.path(n), "manifest.json"))
+                                  for n in names}
   fingerprints = {n: params_fingerprint(load_reranker(shipped.path(n))[1]) for n in names}
   rows = weights["fusion"]["weights"]
   assert list(rows) == [f"{row}+fusion" for row, _ in job.rerankers]

@@ -18,7 +18,8 @@ it with the dual encoder, then with TK, then with monoT5, and the fused top 10 w
 before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries (1,000)
 validation queries and applied unchanged to the test queries: those tuned with the shipped models
 ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the
-validation queries first (--retrain, another --tune-queries, other --depths). It prints
+validation queries first (--retrain, --distil, a --gin binding, another --tune-queries, other
+--depths). It prints
 every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25 and
 against the row before, Bonferroni; time and pairs/s) and writes each stage's run
 (WORKDIR/cascade), results.json and results.png. The models are the shipped ones

@@ -9,7 +9,8 @@ monoT5 → duoT5, each stage fused with the stages before it by weights tuned on
        duoT5 from the new monoT5)
     ─► the fusion weights: those shipped with the models (t5rank/shipped/
        insuranceqa_cascade_weights.json, tuned on the first 1,000 validation queries) when every
-       model is the shipped one at the shipped depths; else the cascade on the first
+       model is the shipped one, at the shipped depths and number of validation queries (not
+       with `distil`); else the cascade on the first
        job.tune_queries validation queries (WORKDIR/valid_cascade): the dual encoder and TK over
        the pool, monoT5 over the fused top DEPTHS[2] (the pool), duoT5 over the fused top
        DEPTHS[3] (10); after each reranker the fusion of it and every stage before it (z-scores,
@@ -191,7 +192,7 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
   only): the cascade's TK is distilled from the teacher's scores of the first `teacher_queries`
   training questions (all 12,889 when None). Returns what results.json holds."""
   depths = tuple(depths or job.depths)
-  tune_queries = tune_queries or job.tune_queries
+  tune_queries = job.tune_queries if tune_queries is None else tune_queries
   unknown = set(model_bindings or ()) - {m.name for m in job.models}
   if len(depths) != len(job.rerankers) or min(depths) < 1 or tune_queries < 1 or any(
       n is not None and n < 1 for n in (num_queries, teacher_queries)):
@@ -302,20 +303,30 @@ def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths:
                     tune_queries: int, models: dict) -> Optional[dict]:
   """The fusion weights shipped with `job`'s models (t5rank/shipped/JOB.weights_file,
   scripts/ship_fusion_weights.py) when they are this run's: the same rows and models, each model
-  the shipped one by the recipe the weights were tuned with, the same depths and number of
-  validation queries; None otherwise (the validation cascade tunes them)."""
-  from t5rank.checkpoints import shipped
+  the shipped one by the recipe and with the files (manifest) the weights were tuned with, the
+  same depths and number of validation queries; None otherwise (the validation cascade tunes
+  them). ValueError when the file is there but is not such weights."""
+  from t5rank.checkpoints import native, shipped
 
   if not job.weights_file:
     return None
-  found = read_json(os.path.join(shipped.DIRECTORY, job.weights_file))
-  if found is None or found.get("job") != job.key:
+  path = os.path.join(shipped.DIRECTORY, job.weights_file)
+  try:
+    found = read_json(path)
+  except ValueError as e:
+    raise ValueError(f"{path}: not JSON ({e}); scripts/ship_fusion_weights.py writes it") from None
+  if found is None:
     return None
+  if not (isinstance(found, dict) and isinstance(found.get("fusion"), dict)
+          and isinstance(found["fusion"].get("weights"), dict)):
+    raise ValueError(f"{path}: holds no fusion weights; scripts/ship_fusion_weights.py writes it")
   names = [model for _, model in cascade]
-  if (found.get("cascade") != [list(pair) for pair in cascade]
+  if (found.get("job") != job.key or found.get("cascade") != [list(pair) for pair in cascade]
       or found.get("depths") != list(depths) or found.get("tune_queries") != tune_queries
       or any(models[name]["source"] != "shipped" for name in names)
-      or found.get("recipes") != {name: models[name]["recipe_sha256"] for name in names}):
+      or found.get("recipes") != {name: models[name]["recipe_sha256"] for name in names}
+      or found.get("manifests") != {name: sha256_file(os.path.join(
+          shipped.path(name), native.MANIFEST_FILE)) for name in names}):
     return None
   return found
 
