@@ -151,10 +151,10 @@ def same_input_differences(run: str, reference: str, before: str, before_referen
   where it does not (a tie broken the other way changes what a pairwise stage compares), and the
   number of queries; None when the stage reranked every query's candidates."""
   from t5rank.data.readers import read_run
-  a, b = read_run(run), read_run(reference)
   top_a, top_b = read_run(before), read_run(before_reference)
   if all(len(docs) <= depth for docs in top_b.values()):
     return None  # every candidate reranked: nothing to differ
+  a, b = read_run(run), read_run(reference)
   differ = sorted(q for q in top_b if {d for d, _ in top_a[q][:depth]} !=
                   {d for d, _ in top_b[q][:depth]})
   same = [abs(s - dict(b[q])[d]) for q in b if q not in differ for d, s in a[q][:depth]]

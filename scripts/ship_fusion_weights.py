@@ -28,8 +28,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scripts.ship_model import machine  # noqa: E402
-from t5rank.checkpoints import native, shipped  # noqa: E402
-from t5rank.files import atomic_write, read_json, sha256_file  # noqa: E402
+from t5rank.checkpoints import shipped  # noqa: E402
+from t5rank.files import atomic_write, read_json  # noqa: E402
 from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE  # noqa: E402
 
 
@@ -56,8 +56,7 @@ def weights_entry(results: dict, command: str) -> dict:
           "depths": [results["depths"][n] for n in names],
           "tune_queries": fusion["tune_queries"],
           "recipes": {n: models[n]["recipe_sha256"] for n in names},
-          "manifests": {n: sha256_file(os.path.join(shipped.path(n), native.MANIFEST_FILE))
-                        for n in names},
+          "manifests": {n: shipped.manifest_sha256(n) for n in names},
           "fusion": {"tuned_on": fusion["tuned_on"], "weights": fusion["weights"]},
           "validation": fusion["validation"], "command": command,
           "date": datetime.date.today().isoformat(), "machine": machine()}

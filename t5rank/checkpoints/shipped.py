@@ -50,6 +50,15 @@ def resolve(checkpoint: Optional[str]) -> Optional[str]:
   return checkpoint
 
 
+def manifest_sha256(name: str) -> str:
+  """The hash of shipped model `name`'s manifest.json (its files' hashes): it changes when the model
+  is shipped again with other parameters."""
+  from t5rank.checkpoints.native import MANIFEST_FILE
+  from t5rank.files import sha256_file
+
+  return sha256_file(os.path.join(path(name), MANIFEST_FILE))
+
+
 def stale_teacher_members(recipe: dict) -> list[str]:
   """The shipped models that a distilled model's teacher (its recipe.json's `teacher`, teacher.json
   as it was) names with a recipe hash other than theirs today: [] when none, or no teacher."""

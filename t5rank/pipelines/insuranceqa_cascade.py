@@ -306,7 +306,7 @@ def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths:
   the shipped one by the recipe and with the files (manifest) the weights were tuned with, the
   same depths and number of validation queries; None otherwise (the validation cascade tunes
   them). ValueError when the file is there but is not such weights."""
-  from t5rank.checkpoints import native, shipped
+  from t5rank.checkpoints import shipped
 
   if not job.weights_file:
     return None
@@ -325,8 +325,7 @@ def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths:
       or found.get("depths") != list(depths) or found.get("tune_queries") != tune_queries
       or any(models[name]["source"] != "shipped" for name in names)
       or found.get("recipes") != {name: models[name]["recipe_sha256"] for name in names}
-      or found.get("manifests") != {name: sha256_file(os.path.join(
-          shipped.path(name), native.MANIFEST_FILE)) for name in names}):
+      or found.get("manifests") != {name: shipped.manifest_sha256(name) for name in names}):
     return None
   return found
 
