@@ -414,3 +414,37 @@ def test_the_encoder_only_classifier_trains_exports_and_scores_as_defined(tmp_pa
     train_lib.train(**run_kwargs(str(tmp_path / "packed"), model_config=config, pack=True,
                                  task_name=IQA_8K_TASK, dataset_fn=None,
                                  feature_lengths={"inputs": 32, "targets": 2}))
+
+
+def test_the_training_step_runs_where_seqio_and_tensorflow_are_missing():
+  """The trainer's step with the monoT5 loss needs no SeqIO (a GPU machine without TensorFlow
+  times it: benchmarks/device_speed.py --train); only reading a task imports it."""
+  script = """
+import sys
+class Missing:
+  def find_spec(self, name, path=None, target=None):
+    if name.split(".")[0] in ("seqio", "tensorflow", "tensorflow_datasets"):
+      raise ImportError(name + " is not installed here")
+sys.meta_path.insert(0, Missing())
+import numpy as np
+from t5rank import partitioning
+from t5rank.models.config import get_config
+from t5rank.testing import random_params
+from t5rank.training import trainer
+from t5rank.training.seq2seq import Seq2Seq
+config = get_config("tiny", num_encoder_layers=1, num_decoder_layers=1)
+run = trainer.make_trainer(Seq2Seq(config), partitioning.create_mesh((-1, 1)),
+                           optimizer=trainer.adafactor(1e-3), schedule=trainer.learning_rate_fn(1e-3))
+state = run.init_fn(random_params(config, std=0.05))
+batch = {"encoder_input_tokens": np.array([[5, 6, 1], [7, 1, 0]], np.int32),
+         "decoder_input_tokens": np.array([[0, 1176], [0, 6136]], np.int32),
+         "decoder_target_tokens": np.array([[1176, 1], [6136, 1]], np.int32),
+         "decoder_loss_weights": np.ones((2, 2), np.int32)}
+state, metrics = run.step_fn(state, batch)
+assert int(state["step"]) == 1 and np.isfinite(float(metrics["loss"]))
+assert not any(m.split(".")[0] in ("seqio", "tensorflow") for m in sys.modules)
+print("ok")
+"""
+  out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+  assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

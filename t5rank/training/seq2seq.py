@@ -16,13 +16,20 @@ import jax.numpy as jnp
 
 from t5rank.checkpoints import load_checkpoint, save_checkpoint
 from t5rank.checkpoints.models import scoring_settings
-from t5rank.data.seqio_tasks import (task_bm25_in_input, task_model, task_target_words,
-                                     task_vocabulary)
 from t5rank.data.training_data import seq2seq_dataset
 from t5rank.models.config import T5Config
 from t5rank.models.network import T5, init_params, param_axes, term_matching_init
 from t5rank.models.vocab import Vocabulary
 from t5rank.training.trainable import DatasetFn, Trainable
+
+
+def _tasks():
+  """`t5rank.data.seqio_tasks`, imported where a task is read: the step, its loss and the export
+  need no SeqIO, so a machine without TensorFlow can run them (`benchmarks/device_speed.py
+  --train` on a GPU)."""
+  from t5rank.data import seqio_tasks
+  return seqio_tasks
+
 
 Batch = Mapping[str, Any]
 MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens",
@@ -121,14 +128,15 @@ class Seq2Seq(Trainable):
   def check(self, task_name: str, init, optimization, loop) -> None:
 
     del optimization
-    vocab = task_vocabulary(task_name)
+    tasks = _tasks()
+    vocab = tasks.task_vocabulary(task_name)
     if vocab is not None:
       check_vocabulary(vocab, self.config, task_name)
       if init.checkpoint is not None:
         check_init_vocabulary(init.checkpoint, vocab, task_name)
       if hasattr(loop.eval_fn, "check_task"):
-        loop.eval_fn.check_task(task_name, vocab, task_target_words(task_name),
-                                task_bm25_in_input(task_name))
+        loop.eval_fn.check_task(task_name, vocab, tasks.task_target_words(task_name),
+                                tasks.task_bm25_in_input(task_name))
     if init.term_matching_heads and init.checkpoint is not None:
       raise ValueError("term_matching_heads initializes random weights; it cannot be combined "
                        f"with an init checkpoint {init.checkpoint!r} (set one of them)")
@@ -162,13 +170,13 @@ class Seq2Seq(Trainable):
     words (`t5rank score` uses the same words), BM25-input flag (it writes the candidates' BM25
     scores into the inputs the same way) and model, when it is not monoT5 (duoT5's pairs)."""
 
-    task_name = metadata["task_name"]
-    if task_model(task_name) != "monot5":
-      metadata = dict(metadata, model=task_model(task_name))
-    targets = task_target_words(task_name)
+    task_name, tasks = metadata["task_name"], _tasks()
+    if tasks.task_model(task_name) != "monot5":
+      metadata = dict(metadata, model=tasks.task_model(task_name))
+    targets = tasks.task_target_words(task_name)
     if targets is not None:
       metadata = dict(metadata, target_words=targets)
-    if task_bm25_in_input(task_name):
+    if tasks.task_bm25_in_input(task_name):
       metadata = dict(metadata, bm25_in_input=True)
     return metadata
 
@@ -181,7 +189,7 @@ class Seq2Seq(Trainable):
     import shutil
 
 
-    vocab = task_vocabulary(metadata["task_name"])
+    vocab = _tasks().task_vocabulary(metadata["task_name"])
     metadata = self.export_metadata(metadata)
     if vocab is not None:
       name = os.path.basename(vocab.path)
