@@ -19,7 +19,9 @@ step, as `t5rank train` runs it): one batch of `--length` input ids and a 2-toke
 parameters in float32 and activations in the named dtype (as the gins' `config.get_config.dtype`).
 Examples/s and tokens/s are of the timed steps on that one batch already on the device (no data
 pipeline); TFLOP/s count 6 x the encoder's matrices x input tokens (forward and backward, a lower
-bound); `|d loss|` is the first step's loss in bfloat16 against float32.
+bound); `|d loss|` is the first step's loss in bfloat16 against float32 (T5-like random weights; on
+a GPU "float32" computes its products in TF32, JAX's default there). A dtype that runs out of device
+memory gets a row that says so.
 """
 
 from __future__ import annotations
@@ -63,9 +65,9 @@ def measure(name: str, batch: int, length: int, repeats: int,
     encoder = sum(x.size for x in jax.tree.leaves(params["encoder"]))  # the matrices per token
     rows.append({"model": name, "params": f"{config.num_parameters / 1e6:.0f}M", "dtype": dtype,
                  "shape": f"{batch} x {length}", "compile": compile_s,
-                 "ms": seconds * 1e3, "pairs/s": batch / seconds,
-                 "tokens/s": batch * length / seconds,
-                 "TFLOP/s": 2 * encoder * batch * length / seconds / 1e12})
+                 "ms": seconds * 1e3, "rate": batch / seconds,
+                 "tokens": batch * length / seconds,
+                 "tflops": 2 * encoder * batch * length / seconds / 1e12})
     print(rows[-1], flush=True)
   if len(scores) == 2:
     rows[-1]["difference"] = float(np.abs(scores["bfloat16"] - scores["float32"]).max())
@@ -74,6 +76,9 @@ def measure(name: str, batch: int, length: int, repeats: int,
 
 def measure_training(name: str, batch: int, length: int, repeats: int,
                      dtypes: tuple[str, ...] = ("float32", "bfloat16")) -> list[dict]:
+  """One row per dtype: the trainer's step (module docstring) compiled, then timed `repeats`
+  times on one batch on the device. A dtype whose step does not fit the device's memory gets a row
+  with `error` and the next dtype is still measured."""
   from t5rank import partitioning
   from t5rank.training import trainer
   from t5rank.training.seq2seq import Seq2Seq
@@ -90,28 +95,34 @@ def measure_training(name: str, batch: int, length: int, repeats: int,
   rows, losses = [], {}
   for dtype in dtypes:
     config = get_config(name, dropout_rate=0.1, dtype=dtype)
+    row = {"model": name, "params": f"{config.num_parameters / 1e6:.0f}M", "dtype": dtype,
+           "shape": f"{batch} x {length}"}
     run = trainer.make_trainer(Seq2Seq(config), mesh, optimizer=trainer.adafactor(1e-3),
                                schedule=trainer.learning_rate_fn(1e-3))
-    state = run.init_fn(random_params(config, std=0.05))
-    inputs = jax.device_put(host, partitioning.batch_sharding(mesh))
-    start = time.perf_counter()
-    state, metrics = run.step_fn(state, inputs)
-    losses[dtype] = float(jax.block_until_ready(metrics["loss"]))
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(repeats):
+    try:
+      state = run.init_fn(random_params(config))  # T5-like scales: a loss that means something
+      inputs = jax.device_put(host, partitioning.batch_sharding(mesh))
+      start = time.perf_counter()
       state, metrics = run.step_fn(state, inputs)
-    jax.block_until_ready(metrics["loss"])
+      losses[dtype] = float(jax.block_until_ready(metrics["loss"]))
+      compile_s = time.perf_counter() - start
+      start = time.perf_counter()
+      for _ in range(repeats):
+        state, metrics = run.step_fn(state, inputs)
+      jax.block_until_ready(metrics["loss"])
+    except jax.errors.JaxRuntimeError as e:
+      if "RESOURCE_EXHAUSTED" not in str(e):
+        raise
+      rows.append(dict(row, error="out of memory: " + str(e).splitlines()[0][:200]))
+      print(rows[-1], flush=True)
+      continue
     seconds = (time.perf_counter() - start) / repeats
     encoder = sum(x.size for x in jax.tree.leaves(state["params"]["encoder"]))
-    rows.append({"model": name, "params": f"{config.num_parameters / 1e6:.0f}M", "dtype": dtype,
-                 "shape": f"{batch} x {length}", "compile": compile_s,
-                 "ms": seconds * 1e3, "pairs/s": batch / seconds,
-                 "tokens/s": batch * length / seconds,
-                 "TFLOP/s": 6 * encoder * batch * length / seconds / 1e12,
-                 "loss": losses[dtype]})
+    rows.append(dict(row, compile=compile_s, ms=seconds * 1e3, rate=batch / seconds,
+                     tokens=batch * length / seconds, loss=losses[dtype],
+                     tflops=6 * encoder * batch * length / seconds / 1e12))
     print(rows[-1], flush=True)
-    del state, run
+    del state
   if len(losses) == 2:
     rows[-1]["difference"] = abs(losses["bfloat16"] - losses["float32"])
   return rows
@@ -140,10 +151,13 @@ def main() -> None:
     how = measure_training if args.train else measure
     rows = how(name, args.batch, args.length, args.repeats)
     for r in rows:
+      what = f"| {r['model']} ({r['params']}) | {r['dtype']} | {r['shape']} | "
+      if "error" in r:
+        lines.append(what + f"{r['error']} | | | | | |")
+        continue
       difference = f"{r['difference']:.2g}" if "difference" in r else ""
-      lines.append(f"| {r['model']} ({r['params']}) | {r['dtype']} | {r['shape']} | "
-                   f"{r['compile']:.1f} s | {r['ms']:.1f} | {r['pairs/s']:.0f} | "
-                   f"{r['tokens/s']:.0f} | {r['TFLOP/s']:.1f} | {difference} |")
+      lines.append(what + f"{r['compile']:.1f} s | {r['ms']:.1f} | {r['rate']:.0f} | "
+                   f"{r['tokens']:.0f} | {r['tflops']:.1f} | {difference} |")
   print("\n".join(lines))
 
 
