@@ -350,9 +350,9 @@ def run(args: argparse.Namespace) -> Report:
     for name, batch, length in runs:
       for row in device_speed.measure(name, batch, length, 3 if tiny else 20,
                                       dtypes=("bfloat16",)):
-        share = row["TFLOP/s"] / peak["bfloat16"] if peak.get("bfloat16") else float("nan")
-        report.add("step", f"{name} bfloat16 {batch} x {length}", row["TFLOP/s"],
-                   f"encoder TFLOP/s, {share:.0%} of the measured peak; {row['pairs/s']:.0f} "
+        share = row["tflops"] / peak["bfloat16"] if peak.get("bfloat16") else float("nan")
+        report.add("step", f"{name} bfloat16 {batch} x {length}", row["tflops"],
+                   f"encoder TFLOP/s, {share:.0%} of the measured peak; {row['rate']:.0f} "
                    f"pairs/s; compile {row['compile']:.1f} s")
 
   def end_to_end_section(budget: float) -> None:
