@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.ship_model import machine  # noqa: E402
 from t5rank.checkpoints import shipped  # noqa: E402
 from t5rank.files import atomic_write, read_json  # noqa: E402
-from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE  # noqa: E402
+from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE, weights_identity  # noqa: E402
 
 
 def weights_entry(results: dict, command: str) -> dict:
@@ -52,11 +52,9 @@ def weights_entry(results: dict, command: str) -> dict:
   if "shipped" in fusion:
     raise ValueError("its weights were read from the shipped file (the same models, depths and "
                      "validation queries), not tuned: nothing new to ship")
-  return {"job": job.key, "cascade": [list(pair) for pair in job.rerankers],
-          "depths": [results["depths"][n] for n in names],
-          "tune_queries": fusion["tune_queries"],
-          "recipes": {n: models[n]["recipe_sha256"] for n in names},
-          "manifests": {n: shipped.manifest_sha256(n) for n in names},
+  identity = weights_identity(job, job.rerankers, [results["depths"][n] for n in names],
+                              fusion["tune_queries"], models)
+  return {**identity,
           "fusion": {"tuned_on": fusion["tuned_on"], "weights": fusion["weights"]},
           "validation": fusion["validation"], "command": command,
           "date": datetime.date.today().isoformat(), "machine": machine()}

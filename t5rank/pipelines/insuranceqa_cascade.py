@@ -299,13 +299,26 @@ def _teacher(retrain: bool, queries: Optional[int], record: Record):
           f"{info['pairs']} pairs of {info['queries']} training questions")
 
 
+def weights_identity(job: CascadeJob, cascade: Sequence[tuple[str, str]],
+                     depths: Sequence[int], tune_queries: int, models: dict) -> dict:
+  """What fusion weights shipped with `job`'s models record of the run that tuned them, and what a
+  run must share to use them: the job, the rows and their models, the depths, the number of
+  validation queries, each model's recipe hash and the hash of its shipped files (manifest)."""
+  from t5rank.checkpoints import shipped
+
+  names = [model for _, model in cascade]
+  return {"job": job.key, "cascade": [list(pair) for pair in cascade], "depths": list(depths),
+          "tune_queries": tune_queries,
+          "recipes": {name: models[name]["recipe_sha256"] for name in names},
+          "manifests": {name: shipped.manifest_sha256(name) for name in names}}
+
+
 def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths: Sequence[int],
                     tune_queries: int, models: dict) -> Optional[dict]:
   """The fusion weights shipped with `job`'s models (t5rank/shipped/JOB.weights_file,
-  scripts/ship_fusion_weights.py) when they are this run's: the same rows and models, each model
-  the shipped one by the recipe and with the files (manifest) the weights were tuned with, the
-  same depths and number of validation queries; None otherwise (the validation cascade tunes
-  them). ValueError when the file is there but is not such weights."""
+  scripts/ship_fusion_weights.py) when they are this run's: every model the shipped one and the
+  same `weights_identity`; None otherwise (the validation cascade tunes them). ValueError when the
+  file is there but is not such weights."""
   from t5rank.checkpoints import shipped
 
   if not job.weights_file:
@@ -320,12 +333,11 @@ def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths:
   if not (isinstance(found, dict) and isinstance(found.get("fusion"), dict)
           and isinstance(found["fusion"].get("weights"), dict)):
     raise ValueError(f"{path}: holds no fusion weights; scripts/ship_fusion_weights.py writes it")
-  names = [model for _, model in cascade]
-  if (found.get("job") != job.key or found.get("cascade") != [list(pair) for pair in cascade]
-      or found.get("depths") != list(depths) or found.get("tune_queries") != tune_queries
-      or any(models[name]["source"] != "shipped" for name in names)
-      or found.get("recipes") != {name: models[name]["recipe_sha256"] for name in names}
-      or found.get("manifests") != {name: shipped.manifest_sha256(name) for name in names}):
+  if (found.get("cascade") != [list(pair) for pair in cascade]
+      or any(models[name]["source"] != "shipped" for _, name in cascade)):
+    return None  # other models (before hashing their files)
+  identity = weights_identity(job, cascade, depths, tune_queries, models)
+  if any(found.get(key) != value for key, value in identity.items()):
     return None
   return found
 
