@@ -21,18 +21,16 @@ fused with every stage before it (z-scores, `t5rank fuse`), the weights tuned on
 --tune-queries (1,000) validation queries and applied unchanged to the test queries: those tuned
 with the shipped models ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the
 same cascade runs on the validation queries first (--retrain, --distil, a --gin binding, another
---tune-queries, other
---depths). It prints
-every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25 and
-against the row before, Bonferroni; time and pairs/s) and writes each stage's run
-(WORKDIR/cascade), results.json and results.png. The models are the shipped ones
-(t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else, with
---retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
+--tune-queries, other --depths). It prints every stage and every fusion (MRR, MRR@10, P@1,
+nDCG@10, MAP, paired t-tests against BM25 and against the row before, Bonferroni; time and pairs/s)
+and writes each stage's run (WORKDIR/cascade), results.json and results.png. The models are the
+shipped ones (t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else,
+with --retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
 --gin.TRAIN_STEPS=20 for a try), trained by those recipes in WORKDIR/dual_encoder, WORKDIR/tk,
-WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training resumes, a model of the
-same recipe is reused; --retrain took 44 min 24 s for TK, monoT5 and duoT5 with the cascade
-before the dual encoder joined it, which trains in about 8 minutes more). The same command run
-again reuses every stage that is done.
+WORKDIR/monot5, WORKDIR/monot5_b, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training
+resumes, a model of the same recipe is reused; on a 2-core CPU --retrain took 49 min 55 s with
+both cascades before the second monoT5 joined, which trains in about 10 minutes more). The same
+command run again reuses every stage that is done.
 
 --distil puts a distilled TK in TK's place (docs/distillation.md): the teacher, BM25, TK and monoT5
 fused with the weights .05, .55, .4, scores each InsuranceQA training question's relevant answers
