@@ -1,6 +1,7 @@
-"""The cascade's second monoT5 at other depths, from one run of it over the whole pool: a pair's
-score does not depend on the depth, so its stage over the fused top D of monoT5 + fusion is its
-whole-pool run cut to those candidates, z-scored over them as `t5rank rerank` would. For each depth
+"""A second monoT5 after the cascade's monoT5 (the demo's recipe with another seed; tried, not kept:
+BENCHMARKS.md, "A second monoT5"), at other depths, from one run of it over the whole pool: a
+pair's score does not depend on the depth, so its stage over the fused top D of monoT5 + fusion is
+its whole-pool run cut to those candidates, z-scored over them as `t5rank rerank` would. For each depth
 the fusion weights (BM25, the dual encoder, TK, monoT5, the second monoT5) are tuned on the first
 directory's judged queries (MRR, steps of .05) and applied to the second's; prints the MRR of the
 second monoT5's fusion row on both.
@@ -10,8 +11,8 @@ second monoT5's fusion row on both.
 
 Each directory is a `t5rank rerank` output whose stages 01-04 are the dual encoder, TK, monoT5 and
 the second monoT5 over the whole pool, each fused (`--stage monot5b=CHECKPOINT@1000 --fuse`; the
-commands are in docs/history.md, "A second monoT5 in the cascade"). Depth 1000 reproduces the
-cascade's own fusion row.
+commands are in docs/history.md, "A second monoT5 in the cascade, tried"). Depth 1000 reproduces
+the cascade's own fusion row.
 """
 
 import argparse

@@ -1,12 +1,11 @@
 """`t5rank demo`: the main job -- InsuranceQA v2's test pools through the cascade BM25 → the dual
-encoder → TK → monoT5 → a second monoT5 → duoT5, with the models t5rank ships.
+encoder → TK → monoT5 → duoT5, with the models t5rank ships.
 
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
-    t5rank demo --retrain               # train the five models anew first (about an hour)
+    t5rank demo --retrain               # train the four models anew first (about 55 minutes)
     t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
     t5rank demo --queries 200           # a quick try
-    t5rank demo --depths 1000,1000,100,50,5  # monoT5 over the fused top 100, the second over
-                                             # the top 50, duoT5 over the top 5
+    t5rank demo --depths 1000,1000,100,5  # monoT5 over the fused top 100, duoT5 over the top 5
     t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR): BM25 → the
                                         # dual encoder → monoT5, shipped models (minutes)
     t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
@@ -14,23 +13,23 @@ encoder → TK → monoT5 → a second monoT5 → duoT5, with the models t5rank 
 
 The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2 test split
 (English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
-it with the dual encoder, then with TK, then with monoT5, the fused top 100 with a second monoT5
-(the same recipe with another seed: two seeds disagree enough that their fusion beats either) and
-the fused top 10 with duoT5 (--depths, one depth per reranker); after each reranker its scores are
-fused with every stage before it (z-scores, `t5rank fuse`), the weights tuned on the first
---tune-queries (1,000) validation queries and applied unchanged to the test queries: those tuned
-with the shipped models ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the
-same cascade runs on the validation queries first (--retrain, --distil, a --gin binding, another
---tune-queries, other --depths). It prints every stage and every fusion (MRR, MRR@10, P@1,
-nDCG@10, MAP, paired t-tests against BM25 and against the row before, Bonferroni; time and pairs/s)
-and writes each stage's run (WORKDIR/cascade), results.json and results.png. The models are the
-shipped ones (t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else,
-with --retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
+it with the dual encoder, then with TK, then with monoT5, and the fused top 10 with duoT5
+(--depths, one depth per reranker); after each reranker its scores are fused with every stage
+before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries (1,000)
+validation queries and applied unchanged to the test queries: those tuned with the shipped models
+ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the
+validation queries first (--retrain, --distil, a --gin binding, another --tune-queries, other
+--depths). It prints
+every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25 and
+against the row before, Bonferroni; time and pairs/s) and writes each stage's run
+(WORKDIR/cascade), results.json and results.png. The models are the shipped ones
+(t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else, with
+--retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
 --gin.TRAIN_STEPS=20 for a try), trained by those recipes in WORKDIR/dual_encoder, WORKDIR/tk,
-WORKDIR/monot5, WORKDIR/monot5_b, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training
-resumes, a model of the same recipe is reused; on a 2-core CPU --retrain took 49 min 55 s with
-both cascades before the second monoT5 joined, which trains in about 10 minutes more). The same
-command run again reuses every stage that is done.
+WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training resumes, a model of the
+same recipe is reused; --retrain took 44 min 24 s for TK, monoT5 and duoT5 with the cascade
+before the dual encoder joined it, which trains in about 8 minutes more). The same command run
+again reuses every stage that is done.
 
 --distil puts a distilled TK in TK's place (docs/distillation.md): the teacher, BM25, TK and monoT5
 fused with the weights .05, .55, .4, scores each InsuranceQA training question's relevant answers
@@ -94,7 +93,7 @@ def depths(text: str) -> tuple[int, ...]:
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("demo", help="the main job: InsuranceQA v2 through BM25, the dual "
-                                         "encoder, TK, two monoT5s, duoT5",
+                                         "encoder, TK, monoT5, duoT5",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--workdir",
                  help=f"where data, index, models, runs and results go (default: "
@@ -103,7 +102,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--depths", type=depths, metavar="K,K,...",
                  help="candidates each reranker reranks per query (default: "
                       f"{','.join(map(str, ENGLISH_CASCADE.depths))}: the dual encoder, TK, monoT5 "
-                      "the whole pool of ~200, the second monoT5 the top 100, duoT5 the top 10; "
+                      "the whole pool of ~200, duoT5 the top 10; "
                       "with --cross-lingual two, the dual encoder's and monoT5's: "
                       f"{','.join(map(str, XPR_CASCADE.depths))})")
   p.add_argument("--monot5-only", action="store_true",

@@ -1,20 +1,20 @@
 """The main job as a cascade: InsuranceQA v2's test pools through BM25 → the dual encoder → TK →
-monoT5 → a second monoT5 → duoT5, each stage fused with the stages before it by weights tuned on
-validation queries (`t5rank demo`).
+monoT5 → duoT5, each stage fused with the stages before it by weights tuned on validation queries
+(`t5rank demo`).
 
     test split ─► BM25 over each query's answer pool (k1 0.9, b 0.4), all of it (~200 answers)
-    ─► the models: the shipped ones (t5rank/shipped: the dual encoder, TK, monoT5, monot5_b
-       (monoT5's recipe with another seed), duoT5 from that monoT5) when the repository's
-       recipes are theirs, else trained by those recipes in WORKDIR/NAME (reused and resumed as
-       `t5rank train` does; `retrain` trains all five anew, duoT5 from the new monoT5)
+    ─► the models: the shipped ones (t5rank/shipped: the dual encoder, TK, monoT5, duoT5 from that
+       monoT5) when the repository's recipes are theirs, else trained by those recipes in
+       WORKDIR/NAME (reused and resumed as `t5rank train` does; `retrain` trains all four anew,
+       duoT5 from the new monoT5)
     ─► the fusion weights: those shipped with the models (t5rank/shipped/
        insuranceqa_cascade_weights.json, tuned on the first 1,000 validation queries) when every
        model is the shipped one, at the shipped depths and number of validation queries (not
        with `distil`); else the cascade on the first
        job.tune_queries validation queries (WORKDIR/valid_cascade): the dual encoder and TK over
-       the pool, monoT5 over the fused top DEPTHS[2] (the pool), the second monoT5 over the
-       fused top DEPTHS[3] (100), duoT5 over the fused top DEPTHS[4] (10); after each reranker
-       the fusion of it and every stage before it (z-scores, weights tuned there: best MRR)
+       the pool, monoT5 over the fused top DEPTHS[2] (the pool), duoT5 over the fused top
+       DEPTHS[3] (10); after each reranker the fusion of it and every stage before it (z-scores,
+       weights tuned there: best MRR)
        with `distil`: the teacher, BM25 + TK + monoT5 fused with TEACHER_WEIGHTS, scores each
        training question's relevant answers and 20 of its pool's once (WORKDIR/teacher,
        `t5rank teacher`'s code), TK is trained on its score margins (Margin-MSE,
@@ -81,9 +81,6 @@ MODELS = (
     Model("dual_encoder", "gin/experiments/dual_encoder_insuranceqa_cpu.gin"),
     Model("tk", "gin/experiments/tk_insuranceqa_cpu.gin"),
     Model("monot5", DEFAULT_GIN_FILE),
-    # the same recipe with another seed (SEED + 1000): the two monoT5s disagree enough that their
-    # fusion beats either (BENCHMARKS.md, "The cascade: `make demo`")
-    Model("monot5_b", DEFAULT_GIN_FILE, bindings=("trainer.train.seed_offset = 1000",)),
     Model("duot5", "gin/experiments/duot5_bm25_insuranceqa_cpu.gin", init="monot5"),
 )
 DISTILLED_TK = Model("tk_distilled", "gin/experiments/tk_distill_insuranceqa_cpu.gin",
@@ -119,19 +116,16 @@ class CascadeJob:
 
 
 # the dual encoder, TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses
-# a sixth of the relevant answers it would rank high: validation MRR .3913 against .4079, before the
-# dual encoder joined); the second monoT5: the fused top 100 (over the first 1,000 validation
-# queries its fusion's MRR .4477 against .4412 over the pool and .4460 over the top 50, at half the
-# pool's time; BENCHMARKS.md, "A second monoT5"); duoT5: the top 10. The dual encoder first:
-# validation MRR of monoT5's fusion .4280 against .4079 without it (BENCHMARKS.md, "The cascade:
-# `make demo`"). The weights: tuned on 1,000 validation queries (on the other 1,000, MRR .4532
-# against .4345 with weights tuned on 200; BENCHMARKS.md, "Fusion weights tuned on 1,000 validation
-# questions"), shipped
+# a sixth of the relevant answers it would rank high: validation MRR .3913 against .4079, before
+# the dual encoder joined); duoT5: the top 10. The dual encoder first: validation MRR of monoT5's
+# fusion .4280 against .4079 without it (BENCHMARKS.md, "The cascade: `make demo`"). The weights:
+# tuned on 1,000 validation queries (on the other 1,000, MRR .4532 against .4345 with weights tuned
+# on 200; BENCHMARKS.md, "Fusion weights tuned on 1,000 validation questions"), shipped
 ENGLISH_CASCADE = CascadeJob(
     key="t5rank demo: the InsuranceQA cascade", data=ENGLISH, models=MODELS,
     rerankers=(("dual_encoder", "dual_encoder"), ("tk", "tk"), ("monot5", "monot5"),
-               ("monot5_b", "monot5_b"), ("duot5", "duot5")),
-    depths=(1000, 1000, 1000, 100, 10), workdir=os.path.join("runs", "insuranceqa_cascade"),
+               ("duot5", "duot5")),
+    depths=(1000, 1000, 1000, 10), workdir=os.path.join("runs", "insuranceqa_cascade"),
     tune_queries=1000, weights_file="insuranceqa_cascade_weights.json")
 # the dual encoder: the whole pool; monoT5: the fused top 100 (validation MRR of its fusion .211,
 # over the pool .210, top 20 .204; half the time of the pool)
@@ -415,8 +409,7 @@ def _report(record: Record, depths: Sequence[int], tune_queries: int) -> dict:
     results["languages"] = language_report(
         record["qrels"], {name: read_run(path) for name, path in test["runs"].items()},
         record["data"]["xpr.json"])
-  names = {"tk_distilled": "TK distilled", "tk": "TK", "monot5": "monoT5",
-           "monot5_b": "a second monoT5", "duot5": "duoT5",
+  names = {"tk_distilled": "TK distilled", "tk": "TK", "monot5": "monoT5", "duot5": "duoT5",
            "dual_encoder": "the dual encoder"}
   chain = " → ".join(f"{names.get(row, row)} (top {depth})" for row, depth in zip(rows, depths))
   plot_cascade(test["evaluation"], results["files"]["chart"],

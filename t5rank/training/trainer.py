@@ -263,7 +263,7 @@ class Loop:
 def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, int],
           train_steps: int, batch_size: int, model_dir: str, init: Init = Init(),
           optimization: Optimization = Optimization(), loop: Loop = Loop(), pack: bool = False,
-          mesh_shape: Sequence[int] = (-1, 1), seed: int = 0, seed_offset: int = 0,
+          mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
           dataset_fn: Optional[DatasetFn] = None,
           record: Mapping[str, str] = {}) -> dict[str, float]:
   """Trains `model_config` on `task_name` for `train_steps` steps; returns the last reported
@@ -286,9 +286,6 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
     init, optimization, loop: the `Init`, `Optimization` and `Loop` above.
     mesh_shape: (data, model) device mesh; -1 for all remaining devices.
     seed: seeds the data order, parameter init and dropout.
-    seed_offset: added to `seed`: another model of the same recipe and seed (the cascade's second
-      monoT5 is its monoT5's recipe with `trainer.train.seed_offset = 1000`, so that `--gin.SEED`
-      gives both models new seeds and never the same one).
     dataset_fn: `fn(task_name, *, batch_size, feature_lengths, seed, start_step, pack, shard_index,
       num_shards)` yielding this host's rows of each global batch as numpy arrays; default the
       model's (T5: `t5rank.data.training_data.training_dataset`).
@@ -301,7 +298,6 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
   if train_steps < 1:
     raise ValueError(f"train_steps (TRAIN_STEPS) must be at least 1, got {train_steps}: a model "
                      "that never trained is not exported")
-  seed = seed + seed_offset
   check_outputs([Output("MODEL_DIR", model_dir, WORK,
                         holds("checkpoints", "config.json", "config.gin", "final"))], {})
   model = trainable_for(model_config, optimization)
