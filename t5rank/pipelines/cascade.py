@@ -198,7 +198,7 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
   scored_sets = [split_at_depth(record["runs"][i], member["depth"])[0]
                  for i, member in zip(record["own"], members)]
-  runs = [_scored_zscores(scored, top) for scored in scored_sets]
+  runs = [scored_zscores(scored, top) for scored in scored_sets]
   if source.weights is not None:
     given = source.weights.get(row)
     if not given or list(given.get("runs", ())) != own:
@@ -236,7 +236,7 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
   return (f"{row}: " + ", ".join(f"{w:g} {n}" for w, n in zip(weights, own)) + f" ({how})")
 
 
-def _scored_zscores(scored: Run, top: Run) -> Run:
+def scored_zscores(scored: Run, top: Run) -> Run:
   """A run's z-scores over the candidates its stage scored (`scored`: its top depth), of
   the candidates of `top` (a later stage's top K, within them). Each run keeps the normalization
   it had in the fusions before, so a weighting that gives the new stage weight 0 is the fused
