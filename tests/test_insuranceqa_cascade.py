@@ -14,6 +14,7 @@ from t5rank import cli
 from t5rank.checkpoints import shipped
 from t5rank.data.readers import read_run
 from t5rank.pipelines import insuranceqa_cascade as job
+from t5rank.training import gin_config
 
 DEPTHS = (12, 12, 6, 3)
 
@@ -192,7 +193,12 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
   for model in job.MODELS:
     _, info = job.prepare(model, str(tmp_path), bindings=["TRAIN_STEPS = 2"], trained=trained)
     assert info["source"] == "trained"
-  assert [c[2][0] for c in calls] == ["TRAIN_STEPS = 2"] * 4
+  # after the model's own (monoT5's 16,000 steps), so that the command line's wins
+  assert [c[2][:2] for c in calls] == [["TRAIN_STEPS = 2"], ["TRAIN_STEPS = 2"],
+                                       ["TRAIN_STEPS = 16000", "TRAIN_STEPS = 2"],
+                                       ["TRAIN_STEPS = 2", "INIT_CHECKPOINT = " + repr(
+                                           shipped.path("monot5"))]]
+  assert "TRAIN_STEPS = 2\n" in gin_config.recipe([calls[2][1][0]], calls[2][2])["gin"]
   # without either, the shipped models, whose recipes are the repository's
   trained = {}
   for model in job.MODELS:
