@@ -35,7 +35,9 @@ BEFORE = ("00_bm25.run", "01_dual_encoder.run", "02_tk.run", "03_monot5.run")
 
 def read_runs(directory: str):
   """(the runs of BM25, the dual encoder, TK and monoT5; monoT5 + fusion; the second monoT5)."""
-  read = lambda name: read_run(os.path.join(directory, name))
+  def read(name):
+    return read_run(os.path.join(directory, name))
+
   return [read(name) for name in BEFORE], read("03_monot5+fusion.run"), read("04_monot5b.run")
 
 

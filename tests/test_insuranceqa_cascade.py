@@ -1,7 +1,7 @@
 """`t5rank demo`: the cascade BM25 → dual encoder → TK → monoT5 → duoT5 on InsuranceQA with the
-shipped models, fusion weights tuned on validation queries and applied unchanged to the test queries; what it
-writes is what `t5rank rerank` gives for the same stages; `--retrain` trains every model by its
-recipe, duoT5 from the new monoT5."""
+shipped models, fusion weights tuned on validation queries and applied unchanged to the test
+queries; what it writes is what `t5rank rerank` gives for the same stages; `--retrain` trains every
+model by its recipe, duoT5 from the new monoT5."""
 
 from __future__ import annotations
 
@@ -194,10 +194,10 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
     _, info = job.prepare(model, str(tmp_path), bindings=["TRAIN_STEPS = 2"], trained=trained)
     assert info["source"] == "trained"
   # after the model's own (monoT5's 16,000 steps), so that the command line's wins
-  assert [c[2][:2] for c in calls] == [["TRAIN_STEPS = 2"], ["TRAIN_STEPS = 2"],
-                                       ["TRAIN_STEPS = 16000", "TRAIN_STEPS = 2"],
-                                       ["TRAIN_STEPS = 2", "INIT_CHECKPOINT = " + repr(
-                                           shipped.path("monot5"))]]
+  init = f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"
+  assert [c[2] for c in calls] == [["TRAIN_STEPS = 2"], ["TRAIN_STEPS = 2"],
+                                   ["TRAIN_STEPS = 16000", "TRAIN_STEPS = 2"],
+                                   ["TRAIN_STEPS = 2", init]]
   assert "TRAIN_STEPS = 2\n" in gin_config.recipe([calls[2][1][0]], calls[2][2])["gin"]
   # without either, the shipped models, whose recipes are the repository's
   trained = {}

@@ -19,12 +19,11 @@ before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queri
 validation queries and applied unchanged to the test queries: those tuned with the shipped models
 ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the
 validation queries first (--retrain, --distil, a --gin binding, another --tune-queries, other
---depths). It prints
-every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25 and
-against the row before, Bonferroni; time and pairs/s) and writes each stage's run
-(WORKDIR/cascade), results.json and results.png. The models are the shipped ones
-(t5rank/shipped, `shipped:NAME`: their recipes are the repository's gin files), else, with
---retrain or a --gin.NAME=VALUE binding (it applies to every model's recipe, e.g.
+--depths). It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests
+against BM25 and against the row before, Bonferroni; time and pairs/s) and writes each stage's run
+(WORKDIR/cascade), results.json and results.png. The models are the shipped ones (t5rank/shipped,
+`shipped:NAME`: their recipes are the repository's gin files), else, with --retrain or a
+--gin.NAME=VALUE binding (it applies to every model's recipe after the model's own, e.g.
 --gin.TRAIN_STEPS=20 for a try), trained by those recipes in WORKDIR/dual_encoder, WORKDIR/tk,
 WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training resumes, a model of the
 same recipe is reused; on 2 cores the dual encoder trains in about 9 minutes, TK 15, monoT5
