@@ -17,6 +17,12 @@ The kinds of output (`Output.kind`):
     WORK        a command's own resumable work (OUTPUT.shards, OUTPUT.partial, a training
                 directory, a job's work directory): may exist when it is empty or `owned`, and is
                 then continued; never a symbolic link
+
+A directory a command makes carries its name in OWNER_FILE (`atomic_directory(path, owner=...)`,
+`mark_owner`); `owned_by(command)` recognises it, so that no directory that merely looks like the
+command's output (a user's model folder beside its own notes) is ever taken for it. A DIRECTORY
+output given as a symbolic link stays the user's link: the new set of files replaces the
+directory it points to.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import tempfile
 from typing import IO, Callable, Iterator, Mapping, Optional, Sequence
 
 FILE, DIRECTORY, WORK = "file", "directory", "work"
-_TEMPORARY, _OLD = ".t5rank-tmp-", ".t5rank-old-"
+OWNER_FILE = ".t5rank-output.json"  # {"command": the t5rank command that made the directory}
+_TEMPORARY, _OLD, _LOCK = ".t5rank-tmp-", ".t5rank-old-", ".t5rank-lock"
 # files of at most this size are hashed in a manifest; larger ones (parameter arrays) by size alone,
 # and the scorer hashes the parameters it loads anyway
 HASH_LIMIT = 64 * 2 ** 20
@@ -56,6 +63,30 @@ class Output:
 def holds(*names: str) -> Callable[[str], bool]:
   """An `Output.owned` test: the directory holds one of `names` (files the command writes there)."""
   return lambda path: any(os.path.exists(os.path.join(path, name)) for name in names)
+
+
+def owner(path: str) -> Optional[str]:
+  """The command named by the OWNER_FILE of directory `path`, or None."""
+  try:
+    with open(os.path.join(path, OWNER_FILE), encoding="utf-8") as f:
+      value = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return value.get("command") if isinstance(value, dict) else None
+
+
+def owned_by(command: str, legacy: Optional[Callable[[str], bool]] = None
+             ) -> Callable[[str], bool]:
+  """An `Output.owned` test: the directory's OWNER_FILE names `command` (or, for directories
+  written before t5rank marked them, `legacy` accepts it)."""
+  return lambda path: owner(path) == command or (legacy is not None and legacy(path))
+
+
+def mark_owner(directory: str, command: str) -> None:
+  """Writes OWNER_FILE into `directory` (made if needed): `command` made it."""
+  os.makedirs(directory, exist_ok=True)
+  with atomic_write(os.path.join(directory, OWNER_FILE)) as f:
+    json.dump({"command": command}, f)
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -170,18 +201,60 @@ def remove_stale_temporaries(directory: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(directory: str) -> Iterator[str]:
+def atomic_directory(directory: str, owner: Optional[str] = None) -> Iterator[str]:
   """Yields a new temporary directory beside `directory`; when the block succeeds it takes
   `directory`'s place in one rename (an old `directory` is swapped out, then removed), when it
   fails it is removed: `directory` holds the old set of files or the new one, never a mix, and no
-  temporary outlives the next call."""
+  temporary outlives the next call. `owner` (a command's name) is written into its OWNER_FILE. A
+  `directory` that is a symbolic link stays one: the directory it points to is replaced."""
   directory = os.path.abspath(directory)
+  if os.path.islink(directory):
+    directory = os.path.realpath(directory)
   parent, name = os.path.split(directory)
   os.makedirs(parent, exist_ok=True)
-  remove_stale_temporaries(directory)
-  temporary = tempfile.mkdtemp(prefix=f".{name}{_TEMPORARY}", dir=parent)
+  with _writer_lock(directory):
+    remove_stale_temporaries(directory)
+    temporary = tempfile.mkdtemp(prefix=f".{name}{_TEMPORARY}", dir=parent)
+    with _replacing(temporary, directory, owner) as written:
+      yield written
+
+
+@contextlib.contextmanager
+def _writer_lock(directory: str) -> Iterator[None]:
+  """Holds an exclusive lock on `directory`'s lock file (beside it) while a set of files is
+  written: a second process writing the same output is refused at once, naming the first."""
+  import fcntl
+
+  parent, name = os.path.split(directory)
+  path = os.path.join(parent, f".{name}{_LOCK}")
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+      raise OutputError(f"{directory} is being written by another t5rank process (pid "
+                        f"{holder}); wait for it to finish or give another path") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    try:
+      yield
+    finally:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+  finally:
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def _replacing(temporary: str, directory: str, owner: Optional[str]) -> Iterator[str]:
+  """Yields `temporary`; swaps it into `directory`'s place when the block succeeds, removes it
+  when not (`atomic_directory`)."""
+  parent, name = os.path.split(directory)
   try:
     yield temporary
+    if owner is not None:
+      mark_owner(temporary, owner)
     os.chmod(temporary, 0o777 & ~_umask())  # mkdtemp makes 0700
     if not os.path.lexists(directory):
       os.rename(temporary, directory)

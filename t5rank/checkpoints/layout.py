@@ -257,7 +257,15 @@ def write_atomically(path: str, write: Callable[[str], None]) -> None:
   absent or complete."""
   tmp = f"{path}.tmp-{os.getpid()}"
   try:
-    write(tmp)
+    try:
+      write(tmp)
+    except (OSError, ValueError):
+      raise
+    except Exception as e:  # a writer library's own error (safetensors' on a full disk) names no file
+      raise OSError(f"{path}: could not be written ({type(e).__name__}: {e})") from None
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # some writers make 0600; an output gets the usual mode
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):

@@ -17,7 +17,8 @@ import logging
 import os
 from typing import Any, Mapping, Optional
 
-from t5rank.checkpoints import load_checkpoint, native, shipped
+from t5rank.checkpoints import load_checkpoint, native
+from t5rank.checkpoints.locate import local_path
 from t5rank.checkpoints.hf import is_hf_checkpoint
 from t5rank.models import registry
 from t5rank.models.classifier import Classifier, ClassifierConfig, MODEL_NAME
@@ -75,12 +76,15 @@ def scoring_settings(checkpoint: str, config: Optional[T5Config] = None) -> dict
   "vocabulary_extra_ids", "target_words", "max_length", "bm25_in_input"}, from metadata.json, else
   from a Hugging Face directory's `spiece.model` (with as many of T5's 100 extra ids as `config`'s
   embedding holds; T5's 100 without `config`), `t5rank.json` and `model_type` (mT5: yes/no).
-  Values it does not know are None. Reads no weights."""
-  checkpoint = shipped.resolve(checkpoint)
+  Values it does not know are None; "model_stated" says whether the checkpoint's own files name
+  its family (a t5rank checkpoint's always do: metadata.json's `model`, monoT5 when absent; a
+  Hugging Face directory's only in `t5rank.json`). Reads no weights."""
+  checkpoint = local_path(checkpoint)
   if native.is_native_checkpoint(checkpoint):
     metadata = native.read_metadata(checkpoint)
     vocabulary = metadata.get("vocabulary")
-    return {"model": metadata.get("model", registry.DEFAULT), "metadata": metadata,
+    return {"model": metadata.get("model", registry.DEFAULT), "model_stated": True,
+            "metadata": metadata,
             "vocabulary": os.path.join(checkpoint, vocabulary) if vocabulary else None,
             "vocabulary_extra_ids": metadata.get("vocabulary_extra_ids"),
             "target_words": metadata.get("target_words"),
@@ -94,7 +98,8 @@ def scoring_settings(checkpoint: str, config: Optional[T5Config] = None) -> dict
     if config is not None:
       pieces = Vocabulary(spiece, 0).base_vocab_size
       extra_ids = max(0, min(DEFAULT_EXTRA_IDS, config.vocab_size - pieces))
-  return {"model": beside.get("model", registry.DEFAULT), "metadata": {},
+  return {"model": beside.get("model", registry.DEFAULT), "model_stated": "model" in beside,
+          "metadata": {},
           "vocabulary": spiece if extra_ids is not None else None,
           "vocabulary_extra_ids": extra_ids,
           "target_words": beside.get("target_words") or family_target_words(checkpoint),
@@ -110,16 +115,23 @@ def load_reranker(checkpoint: str, *, config_name: Optional[str] = None,
   the caller read them already), or of `model` (`--reranker`: what a checkpoint is when its files
   do not say, e.g. a Hugging Face duoT5). `options` are the family's own overrides (for monoT5:
   vocab, targets, dtype, max_length, bm25_in_input), None values meaning "as stored"."""
-  checkpoint = shipped.resolve(checkpoint)
+  checkpoint = local_path(checkpoint)
   settings = settings if settings is not None else scoring_settings(checkpoint)
+  check_family(checkpoint, settings, model)
   family = registry.get(model or settings["model"])
-  if model and settings["metadata"].get("model", model) != model:
-    raise ValueError(f"{checkpoint} is a {settings['metadata']['model']} checkpoint; "
-                     f"--reranker {model} is for checkpoints that do not say what they are")
   options = {k: v for k, v in (options or {}).items() if v is not None}
   if config_name is not None:
     options["config_name"] = config_name
   return family.part("loader")(checkpoint, settings, **options)
+
+
+def check_family(checkpoint: str, settings: dict, model: Optional[str]) -> None:
+  """Raises ValueError when `model` (`--reranker`) contradicts the family the checkpoint's own
+  files state (`scoring_settings`' "model_stated")."""
+  if model and settings["model_stated"] and settings["model"] != model:
+    raise ValueError(f"{checkpoint} is a {settings['model']} checkpoint (its files say so); "
+                     f"--reranker {model} is only for checkpoints that do not say what they are "
+                     "(e.g. a Hugging Face duoT5)")
 
 
 def _refuse(checkpoint: str, family: str, options: Mapping[str, Any], why: str) -> None:

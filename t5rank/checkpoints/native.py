@@ -5,18 +5,19 @@
       config.json     the config's to_json() (a T5Config, or another model's such as TKConfig),
                       written last and atomically: its presence marks a complete checkpoint
       metadata.json   optional free-form metadata (step, source, `model` when it is not monoT5, ...)
-      manifest.json   the size and sha256 of every file but config.json (`t5rank.files`),
-                      checked before the checkpoint is read
+      manifest.json   the size and sha256 of every file, config.json included (written before
+                      it; `t5rank.files`), checked before the checkpoint is read
     (and the files a model reads beside its parameters, copied in before: words.tsv, a vocabulary)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any, Mapping, Optional
 
-from t5rank.checkpoints.layout import Params, check_params, unflatten, write_json
+from t5rank.checkpoints.layout import Params, check_params, unflatten, write_json, write_text
 from t5rank.files import check_manifest, file_manifest
 from t5rank.models.config import T5Config
 
@@ -51,9 +52,17 @@ def save_checkpoint(directory: str, params: Mapping[str, Any], config: Any,
   checkpointer.wait_until_finished()
   if extra_metadata is not None:
     write_json(os.path.join(directory, METADATA_FILE), dict(extra_metadata))
-  write_json(os.path.join(directory, MANIFEST_FILE),
-             file_manifest(directory, exclude=(MANIFEST_FILE, CONFIG_FILE)))
-  write_json(os.path.join(directory, CONFIG_FILE), json.loads(config.to_json()))
+  config_text = _json_text(json.loads(config.to_json()))
+  manifest = file_manifest(directory, exclude=(MANIFEST_FILE, CONFIG_FILE))
+  manifest[CONFIG_FILE] = {"bytes": len(config_text.encode()),
+                           "sha256": hashlib.sha256(config_text.encode()).hexdigest()}
+  write_json(os.path.join(directory, MANIFEST_FILE), dict(sorted(manifest.items())))
+  write_text(os.path.join(directory, CONFIG_FILE), config_text)  # last: the checkpoint is complete
+
+
+def _json_text(value: Any) -> str:
+  """`value` as `write_json` writes it."""
+  return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
 def check_files(directory: str) -> None:
@@ -69,6 +78,32 @@ def check_files(directory: str) -> None:
   except ValueError as e:
     raise ValueError(f"{path}: not valid JSON ({e})") from None
   check_manifest(directory, manifest, f"the checkpoint {directory}")
+  if CONFIG_FILE not in manifest:  # written before the manifest covered it: its metadata's copy
+    _check_config_copy(directory)
+
+
+def _check_config_copy(directory: str) -> None:
+  """Raises ValueError when config.json differs from the copy of it the trainer keeps in
+  metadata.json (`config`; checkpoints whose manifest predates config.json's entry)."""
+  copy = read_metadata(directory).get("config")
+  if not isinstance(copy, str):
+    return
+  path = os.path.join(directory, CONFIG_FILE)
+  try:
+    with open(path, encoding="utf-8") as f:
+      stored = json.load(f)
+    recorded = json.loads(copy)
+  except ValueError as e:
+    raise ValueError(f"{path}: not valid JSON ({e})") from None
+  if isinstance(stored, dict) and isinstance(recorded, dict):
+    stored, recorded = ({k: v for k, v in d.items() if k != "dropout_rate"}
+                        for d in (stored, recorded))
+  if stored != recorded:
+    differ = sorted(k for k in set(stored) | set(recorded) if stored.get(k) != recorded.get(k)) \
+        if isinstance(stored, dict) and isinstance(recorded, dict) else []
+    raise ValueError(f"{path} is not the config the checkpoint was saved with (it differs from "
+                     f"metadata.json's copy{' in ' + ', '.join(differ) if differ else ''}): it was "
+                     "edited or replaced; restore it")
 
 
 def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:

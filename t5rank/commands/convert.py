@@ -31,7 +31,8 @@ def add_parser(subparsers) -> None:
   p = subparsers.add_parser("convert", help="convert a T5 checkpoint to t5rank's, HF's or t5x's format",
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--input", required=True, help="checkpoint path (directory or TF prefix)")
+  p.add_argument("--input", required=True,
+                 help="checkpoint path (directory or TF prefix), or shipped:NAME")
   p.add_argument("-o", "--output", required=True, help="output directory")
   p.add_argument("--to", required=True, choices=("native", "hf", "t5x"), help="output format")
   p.add_argument("--hf-generation", choices=("4", "5"), default="4",
@@ -41,50 +42,52 @@ def add_parser(subparsers) -> None:
                  help="with --to t5x: the step number of the checkpoint_STEP directory (default 0)")
   p.add_argument("--config", default=None,
                  help="model config name (t5rank.models.config.CONFIGS); required for Mesh TF and t5x")
+  p.add_argument("--reranker", choices=("duot5", "monot5"),
+                 help="what the input is when its files do not say (a Hugging Face duoT5: "
+                      "--reranker duot5); carried into the output (metadata.json, t5rank.json)")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)
 
 
-def _holds_checkpoint(path: str) -> bool:
-  from t5rank.checkpoints import detect_format
-
-  try:
-    detect_format(path)
-    return True
-  except FileNotFoundError:
-    return False
-
-
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: an existing --output is replaced (with
-  --overwrite) only when it holds a checkpoint."""
-  from t5rank.files import DIRECTORY, Output
+  --overwrite) only when this command wrote it (its OWNER_FILE says so)."""
+  from t5rank.checkpoints.locate import local_path
+  from t5rank.files import DIRECTORY, Output, owned_by
 
-  return [Output("--output", args.output, DIRECTORY, _holds_checkpoint)], {"--input": args.input}
+  return ([Output("--output", args.output, DIRECTORY, owned_by("convert"))],
+          {"--input": local_path(args.input)})
 
 
 def convert(input_path: str, output_path: str, to: str, config: Optional[T5Config] = None, *,
-            hf_generation: str = "4", step: int = 0) -> T5Config:
+            hf_generation: str = "4", step: int = 0, reranker: Optional[str] = None) -> T5Config:
   """Reads the checkpoint at `input_path` and writes it to `output_path` in format `to` ("native",
   "hf" in the config form of transformers `hf_generation`, or "t5x" as step `step`), with what the
   input says about scoring it (vocabulary, target words, input length, BM25 score in the input:
   metadata.json for native, `spiece.model` + `t5rank.json` for hf; t5x has no room for them and a
-  note says what to pass). Returns the model's config."""
+  note says what to pass) and its model family (as its files say, else `reranker`, else monoT5).
+  Returns the model's config."""
   import json
   import shutil
 
   from t5rank.checkpoints import load_checkpoint, save_checkpoint
   from t5rank.checkpoints.hf import save_hf_checkpoint
   from t5rank.checkpoints.t5x import save_t5x_checkpoint
-  from t5rank.checkpoints.models import RERANKER_CONFIG, scoring_settings
+  from t5rank.checkpoints.models import RERANKER_CONFIG, check_family, scoring_settings
 
+
+  from t5rank.checkpoints.locate import local_path
 
   if to not in ("native", "hf", "t5x"):
     raise ValueError(f"cannot write format {to!r}; choose one of native, hf, t5x")
+  input_path = local_path(input_path)
+  settings = scoring_settings(input_path)
+  check_family(input_path, settings, reranker)
   config, params = load_checkpoint(input_path, config)
-  settings = scoring_settings(input_path, config)
+  settings = dict(scoring_settings(input_path, config), model=reranker or settings["model"])
   if to == "native":
-    extra = {k: settings[k] for k in ("target_words", "bm25_in_input") if settings[k] is not None}
+    extra = {k: settings[k] for k in ("model", "target_words", "bm25_in_input")
+             if settings[k] is not None}
     if settings["max_length"] is not None:
       extra["feature_lengths"] = {"inputs": settings["max_length"]}
     if settings["vocabulary"]:
@@ -99,30 +102,33 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
     save_hf_checkpoint(output_path, params, config, generation=hf_generation)
     if settings["vocabulary"]:
       shutil.copyfile(settings["vocabulary"], os.path.join(output_path, "spiece.model"))
-    beside = {k: settings[k] for k in ("target_words", "max_length", "bm25_in_input")
+    beside = {k: settings[k] for k in ("model", "target_words", "max_length", "bm25_in_input")
               if settings[k] is not None}
     if beside:
       with open(os.path.join(output_path, RERANKER_CONFIG), "w", encoding="utf-8") as f:
         json.dump(beside, f, indent=1)
   else:
     save_t5x_checkpoint(output_path, params, config, step=step)
-    if settings["vocabulary"] or settings["target_words"] not in (None, "true_false"):
-      print(f"note: a t5x checkpoint stores no tokenizer or target words; score it with --vocab "
-            f"{settings['vocabulary'] or 't5'} --targets {settings['target_words']}")
+    if settings["vocabulary"] or settings["target_words"] not in (None, "true_false") or (
+        settings["model"] != "monot5"):
+      print(f"note: a t5x checkpoint stores no tokenizer, target words or model family; score it "
+            f"with --vocab {settings['vocabulary'] or 't5'} --targets {settings['target_words']}"
+            + (f" --reranker {settings['model']}" if settings["model"] != "monot5" else ""))
   return config
 
 
 def run(args: argparse.Namespace) -> int:
   """Entry point of `t5rank convert`."""
   from t5rank.checkpoints import detect_format
+  from t5rank.checkpoints.locate import local_path
   from t5rank.files import atomic_directory
   from t5rank.models.config import get_config
 
   config = get_config(args.config) if args.config else None
-  with atomic_directory(args.output) as directory:  # errors become one line in t5rank.cli
+  with atomic_directory(args.output, owner="convert") as directory:  # errors become one line in t5rank.cli
     config = convert(args.input, directory, args.to, config, hf_generation=args.hf_generation,
-                     step=args.step)
-  print(f"converted {args.input} ({detect_format(args.input)}) -> {args.output} ({args.to}): "
+                     step=args.step, reranker=args.reranker)
+  print(f"converted {args.input} ({detect_format(local_path(args.input))}) -> {args.output} ({args.to}): "
         f"{config.num_parameters / 1e6:.1f}M parameters, d_model {config.d_model}, "
         f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, {config.feed_forward}, "
         f"head {'tied' if config.tie_embeddings else 'untied'}, decoder output "

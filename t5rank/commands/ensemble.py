@@ -27,10 +27,11 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: --output may replace (with --overwrite)
   an ensemble this command wrote."""
+  from t5rank.checkpoints.locate import local_path
   from t5rank.files import DIRECTORY, Output
 
   return ([Output("--output", args.output, DIRECTORY, _is_ensemble)],
-          {f"CHECKPOINT {i + 1}": path for i, path in enumerate(args.checkpoints)})
+          {f"CHECKPOINT {i + 1}": local_path(path) for i, path in enumerate(args.checkpoints)})
 
 
 def _is_ensemble(path: str) -> bool:
@@ -53,9 +54,11 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
 
   if len(checkpoints) < 2:
     raise ValueError("an ensemble needs at least two checkpoints")
+  from t5rank.checkpoints.locate import local_path
+
   members = []
   for path in checkpoints:
-    reranker, params = load_tk(path, {})
+    reranker, params = load_tk(local_path(path), {})
     if reranker.config.ensemble != 1:
       raise ValueError(f"{path} is already an ensemble; give its members")
     members.append((path, reranker, params))
@@ -65,7 +68,7 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
       raise ValueError(f"{path} has another architecture or word list than {members[0][0]}")
   stacked = jax.tree.map(lambda *x: np.stack([np.asarray(a) for a in x]),
                          *[params for _, _, params in members])
-  with atomic_directory(output) as directory:
+  with atomic_directory(output, owner="ensemble") as directory:
     first.vocabulary.save(os.path.join(directory, WORDS_FILE))
     save_checkpoint(directory, stacked, first.config.replace(ensemble=len(members)),
                     {"model": TK.name, "members": [os.path.abspath(p) for p in checkpoints]})

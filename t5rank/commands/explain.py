@@ -44,10 +44,11 @@ def _png(args: argparse.Namespace) -> str:
 
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`."""
+  from t5rank.checkpoints.locate import local_path
   from t5rank.files import Output
 
   return ([Output("--output", args.output), Output("--png", _png(args))],
-          {"--checkpoint": args.checkpoint, "--queries": args.queries, "--corpus": args.corpus,
+          {"--checkpoint": local_path(args.checkpoint), "--queries": args.queries, "--corpus": args.corpus,
            "--run": args.run})
 
 

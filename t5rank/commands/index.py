@@ -67,9 +67,9 @@ def files(args: argparse.Namespace):
 
 def _encoder(encoder: str) -> str:
   """The encoder's path (`shipped:NAME`: a model t5rank ships)."""
-  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints.locate import local_path
   try:
-    return shipped.resolve(encoder)
+    return local_path(encoder)
   except ValueError as e:
     raise SystemExit(f"t5rank index: {e}") from None
 

@@ -89,7 +89,7 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: the work directory is the command's own
   (it resumes there) or new."""
-  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints.locate import local_path
   from t5rank.files import WORK, Output, holds
   from t5rank.pipelines.cascade import CASCADE_FILE
 
@@ -99,7 +99,10 @@ def files(args: argparse.Namespace):
             "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels,
             "--fusion-weights": args.fusion_weights}
   for i, (text, _, _) in enumerate(args.stages or (), 1):
-    inputs[f"--stage {i}"] = shipped.resolve(parse_stage(text).checkpoint)
+    try:
+      inputs[f"--stage {i}"] = local_path(parse_stage(text).checkpoint)
+    except ValueError as e:
+      raise SystemExit(f"t5rank rerank: --stage {text}: {e}") from None
   return [Output("-o", args.output, WORK, holds(CASCADE_FILE))], inputs
 
 
@@ -123,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
   import time
 
   from t5rank.data.readers import check_finite_run, read_corpus, read_qrels, read_queries, read_run
-  from t5rank.pipelines.cascade import parse_stage, read_fusion_weights, run_cascade
+  from t5rank.pipelines.cascade import (check_stages, parse_stage, read_fusion_weights,
+                                        run_cascade)
   from t5rank.ranking.scorer import ScoringOptions
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -136,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
                      "queries) or --fusion-weights, and those need a --fuse")
   if args.tune_fusion and not args.qrels:
     raise SystemExit("t5rank rerank: --tune-fusion tunes on --qrels: give the judgments")
+  check_stages(stages, "dense" if args.dense else "bm25" if args.bm25 else _tag(args.run))
   fusion_weights = read_fusion_weights(args.fusion_weights) if args.fusion_weights else None
   queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
   qrels = read_qrels(args.qrels) if args.qrels else None
@@ -171,6 +176,6 @@ def run(args: argparse.Namespace) -> int:
   run_cascade(queries=queries, corpus=corpus, first=first, first_name=name, stages=stages,
               workdir=args.output, qrels=qrels, options=options, dtype=args.dtype,
               first_seconds=time.perf_counter() - start, tune_fusion=args.tune_fusion,
-              fusion_weights=fusion_weights)
+              fusion_weights=fusion_weights, overwrite=args.overwrite)
   print(f"wrote {args.output}/results.json and each stage's run")
   return 0

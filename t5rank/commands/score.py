@@ -54,6 +54,10 @@ def add_parser(subparsers) -> None:
   p.add_argument("--depth", type=int, metavar="K",
                  help="rerank only each query's top K candidates of --run (by its scores); the "
                  "rest stay below them in the run's order (default: all)")
+  p.add_argument("--first-stage-run", metavar="RUN",
+                 help="for a model that reads each candidate's BM25 score in its input (the "
+                 "shipped monoT5 and duoT5): the BM25 run those scores come from, when --run is "
+                 "another stage's ranking (e.g. duoT5 over monoT5's run; default: --run's scores)")
   p.add_argument("--reranker", choices=sorted(MODELS),
                  help="what the checkpoint is when its files do not say (a Hugging Face duoT5: "
                  "--reranker duot5; default: its metadata's model, else monot5)")
@@ -118,14 +122,15 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: the run, the per-passage file and the
   resumable shard directory."""
-  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints.locate import local_path
   from t5rank.files import WORK, Output, holds
   from t5rank.ranking.shards import MANIFEST_FILE
 
   return ([Output("--output", args.output), Output("--per-passage-output", args.per_passage_output),
            Output("the shard directory", args.output + ".shards", WORK, holds(MANIFEST_FILE))],
           {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
-           "--checkpoint": shipped.resolve(args.checkpoint), "--vocab": args.vocab})
+           "--first-stage-run": args.first_stage_run,
+           "--checkpoint": local_path(args.checkpoint), "--vocab": args.vocab})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,10 +138,13 @@ def run(args: argparse.Namespace) -> int:
 
   import jax
 
-  from t5rank.data.readers import InputFormatError, read_corpus, read_queries, read_run
-  from t5rank.checkpoints import shipped
-  from t5rank.checkpoints.models import load_reranker, scoring_settings
-  from t5rank.ranking.candidates import MissingIdsError, check_candidates, first_stage_scores
+  from t5rank.data.readers import (InputFormatError, check_finite_run, read_corpus, read_queries,
+                                   read_run)
+  from t5rank.checkpoints.locate import local_path
+  from t5rank.checkpoints.models import check_family, load_reranker, scoring_settings
+  from t5rank.ranking.candidates import (MissingIdsError, check_candidates, first_stage_scores,
+                                         split_at_depth)
+  from t5rank.ranking.scorer import first_stage_of_candidates
   from t5rank.ranking.devices import use_cpu_devices
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -144,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
   if args.cpu_devices is not None and args.cpu_devices < 1:
     raise SystemExit(f"t5rank score: --cpu-devices must be >= 1, got {args.cpu_devices}")
   started = time.perf_counter()
-  args.checkpoint = shipped.resolve(args.checkpoint)  # `shipped:NAME`: a model t5rank ships
+  args.checkpoint = local_path(args.checkpoint)  # `shipped:NAME`: a model t5rank ships
   use_cpu_devices(args.cpu_devices)
   if args.distributed:
     jax.distributed.initialize()
@@ -157,16 +165,32 @@ def run(args: argparse.Namespace) -> int:
         skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
         length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
-    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
-    candidates = check_candidates(read_run(args.run), queries, corpus,
-                                  skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
+    if args.depth is not None and args.depth < 1:
+      raise ValueError(f"--depth must be positive, got {args.depth}")
     settings = scoring_settings(args.checkpoint)  # metadata, read once; no weights
+    check_family(args.checkpoint, settings, args.reranker)
+    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
+    run = read_run(args.run)
+    check_finite_run(run, f"--run {args.run}")
+    candidates = check_candidates(run, queries, corpus,
+                                  skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
     bm25_in_input = args.bm25_in_input
     if bm25_in_input is None:
       bm25_in_input = bool(settings["bm25_in_input"])
-    if bm25_in_input:
-      first_stage_scores(candidates)
-  except (InputFormatError, MissingIdsError, ValueError) as e:
+    first_stage = None
+    if args.first_stage_run:
+      if not bm25_in_input:
+        raise ValueError("--first-stage-run gives the BM25 scores a model reads in its input; "
+                         f"{args.checkpoint} reads none (--bm25-in-input makes it)")
+      first_stage = read_run(args.first_stage_run)
+      check_finite_run(first_stage, f"--first-stage-run {args.first_stage_run}")
+      first_stage_scores(first_stage_of_candidates(first_stage,
+                                                   split_at_depth(candidates, args.depth)[0]))
+    elif bm25_in_input:
+      first_stage_scores(split_at_depth(candidates, args.depth)[0])
+  except MissingIdsError as e:
+    raise SystemExit(f"t5rank score: {e} (--skip-missing skips them)") from None
+  except (InputFormatError, ValueError) as e:
     raise SystemExit(f"t5rank score: {e}") from None
   reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
@@ -176,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,
         output=args.output, options=options, per_passage_output=args.per_passage_output,
-        model_id=os.path.abspath(args.checkpoint), sources=(args.queries, args.corpus))
+        model_id=os.path.abspath(args.checkpoint), sources=(args.queries, args.corpus),
+        first_stage_run=first_stage)
   except (FloatingPointError, ShardError) as e:  # non-finite scores, shards of another job
     if args.debug:
       raise

@@ -18,6 +18,7 @@ triple source (`tk_triples.teacher_task`, docs/distillation.md). Only the train 
 from __future__ import annotations
 
 import argparse
+import os
 
 from t5rank.commands import positive_int
 
@@ -45,12 +46,16 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: the directory is the command's own (it
   resumes there) or new."""
-  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints.locate import local_path
   from t5rank.data.teacher import CANDIDATES_FILE
-  from t5rank.files import WORK, Output, holds
+  from t5rank.files import WORK, Output, owned_by
 
-  return ([Output("-o", args.output, WORK, holds(CANDIDATES_FILE, "data"))],
-          {f"--checkpoint {c}": shipped.resolve(c) for c in args.checkpoint if c != "bm25"})
+  def legacy(path: str) -> bool:  # written before t5rank marked its directories
+    return all(os.path.exists(os.path.join(path, name))
+               for name in (CANDIDATES_FILE, os.path.join("data", "corpus.jsonl")))
+
+  return ([Output("-o", args.output, WORK, owned_by("teacher", legacy))],
+          {f"--checkpoint {c}": local_path(c) for c in args.checkpoint if c != "bm25"})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,9 +33,9 @@ import os
 import time
 from typing import Mapping, Optional, Sequence
 
-from t5rank.checkpoints import shipped
+from t5rank.checkpoints.locate import local_path
 from t5rank.checkpoints.models import load_reranker
-from t5rank.data.readers import Document, Run, read_run, write_run
+from t5rank.data.readers import Document, Run, document_text, read_run, write_run
 from t5rank.evaluation.metrics import paired_t_test, per_query, relevant_queries
 from t5rank.files import atomic_write, read_json, sha256_file
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
@@ -62,72 +62,142 @@ class RerankStage:
 
 def parse_stage(text: str) -> RerankStage:
   """A stage from `[NAME=]CHECKPOINT[@DEPTH]`, e.g. `monot5=runs/demo/model/final@100`: NAME is a
-  word (letters, digits, _) before the first `=`, DEPTH a positive number after the last `@`."""
+  word (letters, digits, _) before the first `=`, DEPTH a positive number (digits 0-9) after the
+  last `@`. A checkpoint whose path holds an `@` is given as it is, when that path exists and
+  what follows its last `@` is no number."""
+  import re
+
   name, sep, rest = text.partition("=")
   if not sep or not name.replace("_", "").isalnum():
     name, rest = "", text
   checkpoint, sep, depth = rest.rpartition("@")
   if not sep:
     checkpoint, depth = rest, ""
+  elif not re.fullmatch(r"[0-9]+", depth):
+    if os.path.exists(rest):  # a path with an `@` in it
+      checkpoint, depth = rest, ""
+    else:
+      raise ValueError(f"a stage is [NAME=]CHECKPOINT[@DEPTH] with DEPTH a positive number of "
+                       f"candidates, got {text!r}" + (" (nothing after its @; leave the @ out "
+                                                      "to rerank all)" if not depth else ""))
   if not checkpoint:
     raise ValueError(f"a stage is [NAME=]CHECKPOINT[@DEPTH], got {text!r}")
-  if depth and (not depth.isdigit() or int(depth) < 1):
+  if depth and int(depth) < 1:
     raise ValueError(f"a stage's depth is a positive number of candidates, got {text!r}")
   return RerankStage(checkpoint=checkpoint, depth=int(depth) if depth else None, name=name)
+
+
+def check_stages(stages: Sequence[RerankStage], first_name: str) -> list[str]:
+  """The stages' names (`name`, else the family's), after checking before any work what their
+  files say: each checkpoint exists in a format t5rank reads, its family agrees with the stage's
+  `reranker`, no two stages share a name, and no model that reads BM25 scores follows a dense
+  first stage. Raises ValueError (FileNotFoundError for a missing checkpoint) naming the stage."""
+  from t5rank.checkpoints import detect_format
+  from t5rank.checkpoints.models import check_family, scoring_settings
+
+  names = []
+  for i, spec in enumerate(stages, 1):
+    checkpoint = local_path(spec.checkpoint)
+    try:
+      detect_format(checkpoint)
+      settings = scoring_settings(checkpoint)
+      check_family(checkpoint, settings, spec.reranker)
+    except (ValueError, FileNotFoundError) as e:
+      raise type(e)(f"stage {i} ({spec.checkpoint}): {e}") from None
+    name = spec.name or spec.reranker or settings["model"]
+    if name in names or name == first_name:
+      raise ValueError(f"stage {i} ({spec.checkpoint}) is named {name!r}, as a stage before it; "
+                       "give each stage its own NAME= (e.g. --stage mono2=CHECKPOINT@K)")
+    if first_name == "dense" and settings["bm25_in_input"]:
+      raise ValueError(f"stage {i} ({spec.checkpoint}) reads each candidate's BM25 score, but "
+                       "the first stage is dense retrieval: start the cascade with BM25 (or its "
+                       "run)")
+    names.append(name)
+  return names
+
+
+def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document],
+                      candidates: Run) -> str:
+  """A hash of the texts a stage reads: each query's of `candidates` and each candidate
+  document's."""
+  import hashlib
+
+  h = hashlib.sha256()
+  for qid, docs in candidates.items():
+    h.update(json.dumps([qid, queries.get(qid)]).encode())
+    for docid, _ in docs:
+      h.update(json.dumps([docid, document_text(corpus[docid]) if docid in corpus
+                           else None]).encode())
+  return h.hexdigest()
 
 
 def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
                  corpus: Mapping[str, Document], options: ScoringOptions,
                  dtype: Optional[str] = None, progress: bool = True,
-                 fusion_source: Optional["FusionSource"] = None) -> Stage:
+                 fusion_source: Optional["FusionSource"] = None,
+                 overwrite: bool = False) -> Stage:
   """The `Stage` of reranker `spec`, the `index`-th of the cascade (module docstring); `dtype`
   casts the stage's parameters (`t5rank score --dtype`; the families without one refuse it);
-  `fusion_source` gives the weights of a stage that fuses."""
+  `fusion_source` gives the weights of a stage that fuses; `overwrite` scores it again even when
+  its run could be reused."""
 
   def run(record: Record) -> tuple[str, str]:
     before_path = record["paths"][-1]
-    checkpoint = shipped.resolve(spec.checkpoint)  # `shipped:NAME`: a model t5rank ships
+    checkpoint = local_path(spec.checkpoint)  # `shipped:NAME`: a model t5rank ships
     reranker, params = load_reranker(checkpoint, model=spec.reranker, options={"dtype": dtype})
     name = spec.name or reranker.name
     path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
+    top, rest = split_at_depth(record["runs"][-1], spec.depth)  # what this stage reranks
     stamp = {"checkpoint": os.path.abspath(checkpoint), "model": reranker.name,
              "params_sha256": params_fingerprint(params), "depth": spec.depth,
              "input_sha256": sha256_file(before_path),
+             "texts_sha256": texts_fingerprint(queries, corpus, top),
              "options": {k: v for k, v in dataclasses.asdict(options).items()
                          if k not in ("depth", "tag")}}
     if reranker.reads_first_stage:  # its input holds the first stage's scores too
       stamp["first_stage_sha256"] = sha256_file(record["paths"][0])
     stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
-    top, rest = split_at_depth(record["runs"][-1], spec.depth)  # what this stage reranks
     k = [len(docs) for docs in top.values()]
     pairs = sum(n * (n - 1) for n in k) if reranker.pairwise else sum(k)
     start = time.perf_counter()
     info = {"name": name, "pairs": pairs}
-    if os.path.isfile(path) and read_json(path + ".json") == stamp:
+    if reranker.reads_first_stage and record["names"][0] == "dense":
+      raise ValueError(f"stage {name!r} reads each candidate's BM25 score, but the first stage "
+                       "is dense retrieval: start the cascade with BM25 (or its run)")
+    stamp_path = path + ".json"
+    if not overwrite and os.path.isfile(path) and read_json(stamp_path) == stamp:
       ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
       info.update(seconds=0.0, reused=True)
+    else:
+      # The stamp goes first and comes back last, after the run: a kill in between leaves a run
+      # without a stamp, which is never reused.
+      if os.path.exists(stamp_path):
+        os.remove(stamp_path)
+      if overwrite and os.path.isdir(path + ".shards"):
+        import shutil
+
+        shutil.rmtree(path + ".shards")
+    if info.get("reused"):
+      pass
     elif reranker.reads_first_stage and len(record["runs"]) > 1:
       # The model reads each candidate's BM25 score in its input: the first stage's score, not
       # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is reranked
       # and the rest kept below, as `score --depth` does.
-      if record["names"][0] == "dense":
-        raise ValueError(f"stage {name!r} reads each candidate's BM25 score, but the first stage "
-                         "is dense retrieval: start the cascade with BM25 (or its run)")
       first = {q: dict(docs) for q, docs in record["runs"][0].items()}
       reranked = score_candidates(
           reranker, params, queries=queries, corpus=corpus,
           candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
           output=path, options=dataclasses.replace(options, depth=None, tag=name),
-          model_id=os.path.abspath(checkpoint), progress=progress)
+          model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
       ranked = append_below(reranked, rest)
       write_run(path, ranked, tag=name)
     else:
       ranked = score_candidates(
           reranker, params, queries=queries, corpus=corpus, candidates=record["runs"][-1],
           output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
-          model_id=os.path.abspath(checkpoint), progress=progress)
+          model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
     if not info.get("reused"):
-      with atomic_write(path + ".json") as f:
+      with atomic_write(stamp_path) as f:
         json.dump(stamp, f, indent=1)
       seconds = time.perf_counter() - start
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
@@ -161,15 +231,31 @@ class FusionSource:
 def read_fusion_weights(path: str) -> FusionSource:
   """The tuned fusion weights of an earlier cascade's results.json (`t5rank rerank --tune-fusion`
   on validation queries)."""
-  results = read_json(path)
+  try:
+    results = read_json(path)
+  except ValueError as e:
+    raise ValueError(f"{path}: not JSON ({e}); give the results.json of `t5rank rerank "
+                     "--tune-fusion`") from None
   if results is None:
     raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
-  weights = results.get("fusion")
+  weights = results.get("fusion") if isinstance(results, dict) else None
   if isinstance(weights, dict) and isinstance(weights.get("weights"), dict):
     weights = weights["weights"]  # a `t5rank demo` results.json: its test cascade's weights
   if not isinstance(weights, dict) or not weights:
     raise ValueError(f"{path}: holds no tuned fusion weights (\"fusion\"); it must be the "
                      "results.json of `t5rank rerank --tune-fusion` with the same stages")
+  for row, entry in weights.items():
+    runs = entry.get("runs") if isinstance(entry, dict) else None
+    numbers = entry.get("weights") if isinstance(entry, dict) else None
+    if not (isinstance(runs, list) and all(isinstance(r, str) for r in runs)
+            and isinstance(numbers, list) and len(numbers) == len(runs)
+            and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in numbers)):
+      raise ValueError(f"{path}: the fusion weights of {row!r} are not a list of runs with one "
+                       f"number each (\"runs\": [...], \"weights\": [...]); got {entry!r:.80}")
+    try:
+      fusion.check_weights(numbers, len(runs))
+    except ValueError as e:
+      raise ValueError(f"{path}: {row!r}: {e}") from None
   return FusionSource(weights=weights, described=f"weights from {path}")
 
 
@@ -316,17 +402,20 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
                 options: ScoringOptions = ScoringOptions(window=0), dtype: Optional[str] = None,
                 first_seconds: float = 0.0, progress: bool = True,
                 tune_fusion: bool = False, fusion_weights: Optional[FusionSource] = None,
-                print_table: bool = True, metrics: Sequence[str] = METRICS) -> dict:
+                print_table: bool = True, metrics: Sequence[str] = METRICS,
+                overwrite: bool = False) -> dict:
   """Runs the cascade (module docstring) from the first stage's run `first` through `stages` in
   `workdir`; returns what WORKDIR/results.json holds (the stages, their times, the fusion weights
   and, with `qrels`, the evaluation of every stage on `metrics`). A stage that fuses takes its
-  weights from `fusion_weights`, or tunes them on `qrels` when `tune_fusion`."""
+  weights from `fusion_weights`, or tunes them on `qrels` when `tune_fusion`. `overwrite` scores
+  every stage again (no run is reused)."""
   if any(s.fuse for s in stages) == (not (tune_fusion or fusion_weights)):
     raise ValueError("a stage that fuses needs its weights: tune them on judged (validation) "
                      "queries or give those of an earlier cascade; without such a stage, neither")
   if tune_fusion and (fusion_weights or qrels is None):
     raise ValueError("tuning the fusion needs the judgments (qrels) and no given weights")
   source = fusion_weights or (FusionSource(qrels=qrels) if tune_fusion else None)
+  check_stages(stages, first_name)  # before the work directory is made
   os.makedirs(workdir, exist_ok=True)
   first_path = os.path.join(workdir, f"00_{first_name}.run")
   write_run(first_path, first, tag=first_name)
@@ -341,7 +430,7 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   record["stage_info"] = [{"name": first_name, "seconds": round(first_seconds, 1),
                            "pairs": pairs}]
   run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
-                           progress=progress, fusion_source=source)
+                           progress=progress, fusion_source=source, overwrite=overwrite)
               for i, s in enumerate(stages, 1)], record)
   results = {"stages": record["models"], "timings": record["stage_info"],
              "runs": dict(zip(record["names"], record["paths"])), "fusion": record["fusion"]}

@@ -24,7 +24,7 @@ import time
 from typing import Optional, Sequence
 
 from t5rank.data.teacher import CANDIDATES_FILE, SCORES_FILE, TEACHER_FILE
-from t5rank.files import atomic_write, sha256_file
+from t5rank.files import atomic_write, mark_owner, sha256_file
 
 DEFAULT_NEGATIVES = 20
 BM25_MEMBER = "bm25"  # a fused teacher's member that is the candidates' BM25 score
@@ -40,7 +40,8 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
   (`t5rank fuse`'s code), each member's run kept as members/NN.run."""
   import numpy as np
 
-  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints import detect_format, shipped
+  from t5rank.checkpoints.locate import local_path
   from t5rank.checkpoints.models import load_reranker
   from t5rank.data.insuranceqa import load_split, write_ranking_job
   from t5rank.data.readers import read_corpus, write_run
@@ -58,10 +59,13 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
   if checkpoints == [BM25_MEMBER]:
     raise ValueError("BM25 alone is no teacher: give a reranker checkpoint (or several with "
                      "--weights, bm25 among them)")
+  if weights is not None:
+    fusion.check_weights(weights, len(checkpoints))  # before any member scores a pair
   for checkpoint in checkpoints:
     if checkpoint != BM25_MEMBER:
-      shipped.resolve(checkpoint)  # an unknown shipped name fails before any work
+      detect_format(local_path(checkpoint))  # an unknown name or no checkpoint: before any work
   start = time.perf_counter()
+  mark_owner(directory, "teacher")
   if os.path.exists(os.path.join(directory, TEACHER_FILE)):  # stale until the new one is written
     os.remove(os.path.join(directory, TEACHER_FILE))
   data = load_split("train", "en", num_queries)
@@ -85,7 +89,7 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
       runs.append(candidates)
       members.append({"checkpoint": BM25_MEMBER, "k1": DEFAULT_K1, "b": DEFAULT_B})
       continue
-    resolved = shipped.resolve(checkpoint)
+    resolved = local_path(checkpoint)
     reranker, params = load_reranker(resolved)
     path = scores_path if len(checkpoints) == 1 else os.path.join(directory, "members",
                                                                    f"{i:02d}.run")

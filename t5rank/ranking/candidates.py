@@ -53,7 +53,7 @@ def check_candidates(candidates: Run, queries: Mapping[str, str], corpus: Mappin
                     f"{_first_few(missing_docs)}")
   message = f"{dropped} candidate(s) name unknown ids: " + "; ".join(problems)
   if not skip_missing:
-    raise MissingIdsError(message + ". Pass --skip-missing to skip them.")
+    raise MissingIdsError(message)
   logger.warning("skipping %s", message)
   return kept
 
@@ -80,8 +80,8 @@ def first_stage_scores(candidates: Run) -> dict[tuple[str, str], float]:
     (qid, docid), score = bad[0]
     raise ValueError(f"the model reads each candidate's BM25 score, but the candidates run has "
                      f"{len(bad)} score(s) that are not finite numbers >= 0 (query {qid!r}, "
-                     f"document {docid!r}: {score!r}); give a BM25 run with its scores "
-                     "(t5rank retrieve), or --no-bm25-in-input")
+                     f"document {docid!r}: {score!r}); the scores it reads must be a BM25 "
+                     "run's (t5rank retrieve)")
   return scores
 
 

@@ -112,14 +112,8 @@ class _Fusable:
     self.width = len(runs)
 
   def check(self, weights: Sequence[float]) -> np.ndarray:
-    """`weights` as an array; raises ValueError unless they are `width` numbers >= 0 summing to
-    1."""
-    weights = np.asarray(weights, np.float64)
-    if (weights.shape != (self.width,) or np.any(weights < 0)
-        or not math.isclose(weights.sum(), 1.0, abs_tol=1e-9)):
-      raise ValueError(f"the weights must be {self.width} numbers >= 0 summing to 1, got "
-                       f"{weights.tolist()}")
-    return weights
+    """`check_weights` for this fusion's runs."""
+    return check_weights(weights, self.width)
 
   def fuse(self, weights: Sequence[float]) -> Run:
     weights = self.check(weights)
@@ -130,6 +124,20 @@ class _Fusable:
       fused[qid] = sorted(zip(docids, np.asarray(score, np.float64).tolist()),
                           key=lambda c: (-c[1], c[0]))
     return fused
+
+
+def check_weights(weights: Sequence[float], width: int) -> np.ndarray:
+  """`weights` as an array; raises ValueError unless they are `width` numbers >= 0 summing to 1."""
+  try:
+    array = np.asarray(weights, np.float64)
+  except (TypeError, ValueError):
+    raise ValueError(f"the weights must be {width} numbers >= 0 summing to 1, got "
+                     f"{weights!r}") from None
+  if (array.shape != (width,) or np.any(array < 0)
+      or not math.isclose(array.sum(), 1.0, abs_tol=1e-9)):
+    raise ValueError(f"the weights must be {width} numbers >= 0 summing to 1, got "
+                     f"{array.tolist() if array.ndim else weights!r}")
+  return array
 
 
 def _run_name(i: int, n: int) -> str:

@@ -161,12 +161,17 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                      options: ScoringOptions = ScoringOptions(),
                      per_passage_output: Optional[str] = None, model_id: str = "",
                      sources: tuple[str, str] = ("queries", "corpus"),
+                     first_stage_run: Optional[Run] = None, replace_stale_shards: bool = False,
                      progress: bool = True) -> Run:
   """Scores `candidates` with `reranker` and `params` and writes the reranked run to `output` (and
   every passage's scores to `per_passage_output`); returns the run (on host 0; {} on other hosts).
 
   Resumable: shards go to `output + ".shards/"`, and a rerun with the same inputs scores only the
   missing ones. `model_id` names the weights (e.g. the checkpoint path) in the resume check.
+  A model that reads each candidate's first-stage (BM25) score in its input reads it from
+  `first_stage_run` when given (the candidates are then another stage's ranking, e.g. duoT5 over
+  monoT5's), else from `candidates`. `replace_stale_shards`: shards of another job in
+  `output + ".shards/"` (a cascade's own stage, rescored) are removed instead of refused.
   """
   import jax
   from tqdm import tqdm
@@ -195,7 +200,10 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
       return first_stage[p.qid, p.docid]
   if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
     pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
-  first_stage = first_stage_scores(top) if reranker.reads_first_stage else None
+  first_stage = None
+  if reranker.reads_first_stage:
+    first_stage = first_stage_scores(top if first_stage_run is None
+                                     else first_stage_of_candidates(first_stage_run, top))
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
@@ -210,7 +218,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
         json.dumps(sorted((*key, s) for key, s in first_stage.items())).encode()).hexdigest()
   shards.open_shard_directory(directory, {
       "fingerprint": shards.fingerprint(pairs, queries, passages, settings), "settings": settings,
-      "num_shards": num_shards, "num_pairs": len(pairs)})
+      "num_shards": num_shards, "num_pairs": len(pairs)}, replace=replace_stale_shards)
 
   host, hosts = jax.process_index(), jax.process_count()
   shard_pairs = [pairs[k * options.shard_size:(k + 1) * options.shard_size]
@@ -280,6 +288,21 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   write_run(output, run, options.tag)
   shutil.rmtree(directory)
   return run
+
+
+def first_stage_of_candidates(first_stage_run: Run, candidates: Run) -> Run:
+  """`candidates` with each one's score in `first_stage_run` (the first stage's run); a candidate
+  that run does not hold raises ValueError naming it."""
+  scores = {q: dict(docs) for q, docs in first_stage_run.items()}
+  out = {}
+  for qid, docs in candidates.items():
+    missing = [d for d, _ in docs if d not in scores.get(qid, {})]
+    if missing:
+      raise ValueError(f"query {qid!r}: {len(missing)} candidate(s) have no first-stage score "
+                       f"(e.g. document {missing[0]!r}); the first-stage run must hold every "
+                       "candidate")
+    out[qid] = [(d, scores[qid][d]) for d, _ in docs]
+  return out
 
 
 def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Sequence[str],

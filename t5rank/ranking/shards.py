@@ -122,13 +122,19 @@ def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
   return h.hexdigest()
 
 
-def open_shard_directory(directory: str, manifest: Mapping) -> None:
+def open_shard_directory(directory: str, manifest: Mapping, replace: bool = False) -> None:
   """Creates `directory` with `manifest`, or checks that the manifest it holds is the same job's;
-  ShardError names the settings that differ (`manifest["settings"]`)."""
+  ShardError names the settings that differ (`manifest["settings"]`). With `replace` (a job's own
+  work directory, where an earlier job's shards are stale) another job's shards are removed."""
   path = os.path.join(directory, MANIFEST_FILE)
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       found = json.load(f)
+    if found != json.loads(json.dumps(manifest)) and replace:
+      import shutil
+
+      shutil.rmtree(directory)
+      return open_shard_directory(directory, manifest)
     if found != json.loads(json.dumps(manifest)):
       before, now = found.get("settings", {}), manifest.get("settings", {})
       differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import optax
 
 from t5rank import partitioning
-from t5rank.checkpoints import native, shipped
+from t5rank.checkpoints import native
+from t5rank.checkpoints.locate import local_path
 from t5rank.files import Output, WORK, atomic_write, check_outputs, holds
 from t5rank.training.trainable import DatasetFn, Trainable, trainable_for
 
@@ -227,7 +228,7 @@ class Init:
   term_matching_scale: float = 1.0
 
   def __post_init__(self):
-    self.checkpoint = shipped.resolve(self.checkpoint)  # `shipped:NAME`: a model t5rank ships
+    self.checkpoint = local_path(self.checkpoint)  # `shipped:NAME`: a model t5rank ships
 
 
 @dataclasses.dataclass
