@@ -339,3 +339,20 @@ def test_the_demos_results_are_json_without_nan():
   results = {"dual_encoder": {"validation_p@1": float("nan")}, "mean": [0.5, float("inf")]}
   assert json.loads(json.dumps(finite(results), allow_nan=False)) == {
       "dual_encoder": {"validation_p@1": None}, "mean": [0.5, None]}
+
+
+def test_retrieve_dense_prints_no_orbax_info(tmp_path, caplog):
+  # #58: `retrieve --dense` printed ten lines of orbax INFO (through absl's logger) while it read
+  # the dual encoder's checkpoint
+  import logging
+
+  checkpoint = dual_encoder_checkpoint(tmp_path)
+  assert cli.main(["index", "--encoder", checkpoint, "--corpus", corpus_file(tmp_path),
+                   "--output", str(tmp_path / "ix")]) == 0
+  (tmp_path / "q.tsv").write_text("q1\tcar insurance\n")
+  caplog.clear()
+  caplog.set_level(logging.INFO)
+  assert cli.main(["retrieve", "--dense", str(tmp_path / "ix"), "--queries",
+                   str(tmp_path / "q.tsv"), "--output", str(tmp_path / "r.run"), "--k", "2"]) == 0
+  assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []
+  assert (tmp_path / "r.run").read_text().count("\n") == 2
