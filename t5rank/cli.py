@@ -34,6 +34,8 @@ COMMANDS = {
 }
 
 
+# loggers whose INFO lines are the libraries' own business, not the user's
+QUIET_LOGGERS = ("jax._src.xla_bridge", "absl")
 # commands that compile JAX programs (t5rank.compilation caches them across runs)
 COMPILING_COMMANDS = ("score", "rerank", "train", "demo", "index", "retrieve", "explain",
                       "teacher")
@@ -77,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
   from t5rank.allocator import keep_freed_memory
 
   keep_freed_memory()  # glibc: reuse freed memory instead of page-faulting it back every step
-  # jax reports at INFO that it found no TPU library, on every CPU or GPU machine
-  logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+  # jax reports at INFO that it found no TPU library, on every CPU or GPU machine; orbax (through
+  # absl's logger) reports ten lines of INFO for every checkpoint it reads
+  for name in QUIET_LOGGERS:
+    logging.getLogger(name).setLevel(logging.WARNING)
   parser = build_parser()
   args, extra = parser.parse_known_args(argv)
   if extra and not getattr(args, "accepts_extra", False):

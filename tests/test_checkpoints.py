@@ -67,6 +67,17 @@ def test_native_round_trip_is_exact(tmp_path):
     save_checkpoint(str(tmp_path / "ckpt"), params, config)
 
 
+def test_a_config_json_with_a_value_of_the_wrong_type_is_refused_in_one_line(tmp_path):
+  # #58: "d_model": "sixty-four" gave a traceback from inside jax
+  config = CONFIGS["v1_0"]
+  save_checkpoint(str(tmp_path / "ckpt"), random_params(config), config)
+  path = tmp_path / "ckpt" / "config.json"
+  path.write_text(path.read_text().replace('"d_model": 16', '"d_model": "sixty-four"'))
+  with pytest.raises(ValueError, match=r"^\S+/ckpt/config.json: not a T5Config \(ValueError: "
+                     r"T5Config.d_model must be an integer, got 'sixty-four'\)$"):
+    load_checkpoint(str(tmp_path / "ckpt"))
+
+
 def test_save_rejects_params_of_another_config(tmp_path):
   params = random_params(CONFIGS["v1_0"], std=1.0)
   with pytest.raises(CheckpointError, match=r"'encoder/layers_0/mlp/wi_0/kernel' \(expected"):

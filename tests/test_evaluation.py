@@ -71,7 +71,6 @@ def test_paired_t_test_and_bonferroni():
   assert p == pytest.approx(1 - 4 / math.sqrt(18))
   assert p == pytest.approx(stats.ttest_rel([1.0, 1.0, 1.0], [0.5, 0.5, 0.0]).pvalue)
   assert paired_t_test(np.array([0.5, 1.0]), np.array([0.5, 1.0])) == (0.0, 1.0)
-  assert paired_t_test(np.array([1.0, 1.0]), np.array([0.0, 0.0])) == (math.inf, 0.0)
 
   report = evaluate(QRELS, {"base": RUN, "better": better, "same": RUN}, ["MRR", "P@1"], alpha=0.2)
   assert report["queries"] == 3 and report["comparisons"] == 2
@@ -80,13 +79,69 @@ def test_paired_t_test_and_bonferroni():
   assert best["vs_baseline"]["MRR"]["p"] == pytest.approx(p)
   assert best["vs_baseline"]["MRR"]["p_bonferroni"] == pytest.approx(2 * p)  # 2 runs compared
   assert best["vs_baseline"]["MRR"]["significant"]  # 0.114 < 0.2
-  assert best["mean"]["P@1"] == 1.0 and best["vs_baseline"]["P@1"]["p"] == 0.0  # all +1
+  # P@1: 0, 0, 0 -> 1, 1, 1: every difference +1, no variance, no test (and no star)
+  assert best["mean"]["P@1"] == 1.0
+  assert best["vs_baseline"]["P@1"] == {
+      "t": None, "p": None, "p_bonferroni": None, "significant": False,
+      "no_test": "the per-query differences are all the same (no variance)"}
   assert same["vs_baseline"]["MRR"] == {"t": 0.0, "p": 1.0, "p_bonferroni": 1.0,
                                         "significant": False}
-  table = format_table(report).splitlines()
+  text = format_table(report)
+  table = text.splitlines()
   assert table[0].split() == ["run", "MRR", "P@1"]
-  assert table[2].split() == ["better", "1.0000*", "1.0000*"]
-  assert "Bonferroni-corrected over 2 runs" in format_table(report)
+  assert table[2].split() == ["better", "1.0000*", "1.0000"]
+  assert table[6].split() == ["better", f"{2 * p:.4f}", "n/a"]
+  assert "Bonferroni-corrected over 2 runs" in text
+  assert "n/a: no t-test can be made (the per-query differences are all the same (no variance))" \
+      in text
+
+
+def test_no_t_test_without_variance_or_with_one_query():
+  # Three queries, each 0.1 better than the baseline: scipy says t = inf, p = 0, which is no
+  # evidence; in floats 0.35 - 0.25 and 0.95 - 0.85 differ by 6e-17, and scipy says p = 4e-32.
+  for values, baseline in [([0.5, 0.6, 0.7], [0.4, 0.5, 0.6]),
+                           ([0.35, 0.45, 0.95], [0.25, 0.35, 0.85]),
+                           ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0]),
+                           ([0.25, 0.5, 1.0], [0.5, 0.75, 1.25]),  # each -0.25
+                           ([0.9], [0.1])]:  # one query
+    t, p = paired_t_test(np.array(values), np.array(baseline))
+    assert math.isnan(t) and math.isnan(p), (values, baseline, t, p)
+  # Runs that agree on every query: nothing to test, p = 1; so with one query.
+  assert paired_t_test(np.array([0.3, 0.6, 0.1]), np.array([0.3, 0.6, 0.1])) == (0.0, 1.0)
+  assert paired_t_test(np.array([0.3]), np.array([0.3])) == (0.0, 1.0)
+  # Some variance: a real test.
+  t, p = paired_t_test(np.array([0.5, 0.6, 0.8]), np.array([0.4, 0.5, 0.6]))
+  # differences .1, .1, .2: mean 2/15, sd sqrt(1/300), t = (2/15) / (sd / sqrt(3)) = 4
+  assert t == pytest.approx(4.0) and p == pytest.approx(1 - 4 / math.sqrt(18))
+
+
+def test_evaluate_command_says_when_no_test_can_be_made(tmp_path, capsys):
+  # Three queries; the better run finds each query's answer at rank 1 rather than rank 2: the MRR
+  # differences are +0.5, +0.5, +0.5. One query: a single difference.
+  qrels, base, better = tmp_path / "qrels.txt", tmp_path / "base.run", tmp_path / "better.run"
+  qrels.write_text("q1 0 a 1\nq2 0 b 1\nq3 0 c 1\n")
+  base.write_text("".join(f"{q} Q0 x 1 2 base\n{q} Q0 {d} 2 1 base\n"
+                          for q, d in (("q1", "a"), ("q2", "b"), ("q3", "c"))))
+  better.write_text("".join(f"{q} Q0 {d} 1 2 better\n{q} Q0 x 2 1 better\n"
+                            for q, d in (("q1", "a"), ("q2", "b"), ("q3", "c"))))
+  assert cli.main(["evaluate", "--qrels", str(qrels), str(base), str(better),
+                   "--metrics", "MRR"]) == 0
+  out = capsys.readouterr().out
+  lines = out.splitlines()
+  assert lines[1].split() == ["base.run", "0.5000"]
+  assert lines[2].split() == ["better.run", "1.0000"]  # no star
+  assert lines[5].split() == ["better.run", "n/a"]
+  assert "no t-test can be made (the per-query differences are all the same (no variance))" in out
+  assert cli.main(["evaluate", "--qrels", str(qrels), str(base), str(better), "--metrics", "MRR",
+                   "--json"]) == 0
+  report = json.loads(capsys.readouterr().out)  # valid JSON: no NaN
+  assert report["runs"][1]["vs_baseline"]["MRR"]["p"] is None
+  qrels.write_text("q1 0 a 1\n")
+  assert cli.main(["evaluate", "--qrels", str(qrels), str(base), str(better),
+                   "--metrics", "MRR"]) == 0
+  out = capsys.readouterr().out
+  assert out.splitlines()[2].split() == ["better.run", "1.0000"]
+  assert "no t-test can be made (fewer than 2 queries)" in out
 
 
 def test_evaluate_command(tmp_path, capsys):

@@ -36,6 +36,37 @@ def test_config_json_round_trip():
     T5Config.from_json('{"d_model": 8, "n_layers": 2}')
 
 
+@pytest.mark.parametrize("fields, message", [
+    # #58: a config.json with "d_model": "sixty-four" loaded, and jax failed later in a traceback
+    ({"d_model": "sixty-four"}, "T5Config.d_model must be an integer, got 'sixty-four'"),
+    ({"d_model": 64.0}, "T5Config.d_model must be an integer, got 64.0"),
+    ({"num_heads": True}, "T5Config.num_heads must be an integer, got True"),
+    ({"dropout_rate": "0.1"}, "T5Config.dropout_rate must be a number, got '0.1'"),
+    ({"tie_embeddings": 1}, "T5Config.tie_embeddings must be true or false, got 1"),
+    ({"scale_decoder_outputs": "yes"},
+     "T5Config.scale_decoder_outputs must be true or false or null, got 'yes'"),
+    ({"d_model": 0}, "T5Config.d_model must be positive, got 0"),
+    ({"num_decoder_layers": -1}, "T5Config's num_encoder_layers and num_decoder_layers must be >= 0"),
+])
+def test_config_json_with_a_value_of_the_wrong_type_is_one_value_error(fields, message):
+  import json
+
+  text = json.dumps({**json.loads(TINY.to_json()), **fields})
+  with pytest.raises(ValueError, match=f"^{message}"):
+    T5Config.from_json(text)
+  with pytest.raises(ValueError, match="^a T5Config is a JSON object, not list$"):
+    T5Config.from_json("[64]")
+  # a nested config is checked too; null stays allowed where the field is Optional
+  from t5rank.models.classifier import ClassifierConfig
+
+  nested = json.loads(ClassifierConfig(t5=TINY).to_json())
+  nested["t5"].update(fields)
+  with pytest.raises(ValueError, match=f"^{message}"):
+    ClassifierConfig.from_json(json.dumps(nested))
+  fine = json.dumps({**json.loads(TINY.to_json()), "scale_decoder_outputs": None})
+  assert T5Config.from_json(fine) == TINY
+
+
 def test_bucket_values_by_hand():
   # Bidirectional, 32 buckets: 16 per direction, 8 exact; key after query adds 16.
   table = relative_position_buckets(200, 200, True, 32, 128)

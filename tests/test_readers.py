@@ -83,6 +83,46 @@ def test_corpus_gzip(tmp_path):
   assert read_corpus(path) == {"a": Document("x")}
 
 
+def _bad_gzips(tmp_path, text: str) -> dict[str, str]:
+  """`text` gzipped four wrong ways: not gzip at all, cut short, a corrupt first deflate block
+  header (byte 10, after gzip's 10-byte header: 0xFF is the reserved block type 11), a wrong CRC."""
+  data = gzip.compress(text.encode("utf-8"))
+  return {"not gzip": _write(tmp_path, "plain.tsv.gz", text),
+          "cut short": _write(tmp_path, "cut.tsv.gz", data[:len(data) // 2]),
+          "corrupt": _write(tmp_path, "corrupt.tsv.gz", data[:10] + b"\xff" + data[11:]),
+          "wrong CRC": _write(tmp_path, "crc.tsv.gz",
+                              data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:])}
+
+
+@pytest.mark.parametrize("reader, line", [
+    (read_queries, "q{i}\tquery {i} about life insurance {j}\n"),
+    (read_corpus, "d{i}\tdocument {i} about annuities and term life {j}\n"),
+    (read_run, "q{i} Q0 d{j} {i} {j}.5 bm25\n"),
+    (read_qrels, "q{i} 0 d{j} 1\n"),
+])
+def test_a_corrupt_gzip_input_is_one_error_naming_the_file(tmp_path, reader, line):
+  # #58: gzip's own error (or EOFError, zlib.error: a traceback) named no file
+  text = "".join(line.format(i=i, j=(i * 7919) % 1000) for i in range(2000))
+  for case, path in _bad_gzips(tmp_path, text).items():
+    with pytest.raises(InputFormatError, match=rf"^{path}: unreadable gzip data after \d+ "
+                       r"line\(s\) \(.+\): the file is cut short, corrupt, or not gzip despite "
+                       r"its \.gz name$"):
+      reader(path)
+
+
+def test_corrupt_gzip_topics_and_the_cli(tmp_path, capsys):
+  from t5rank import cli
+  from t5rank.data.readers import read_trec_topics
+
+  path = _write(tmp_path, "topics.gz", b"<top> <num> 301 <title> x </top>")
+  with pytest.raises(InputFormatError, match=rf"^{path}: unreadable gzip data after 0 line\(s\) "
+                     r"\(Not a gzipped file"):
+    read_trec_topics(path)
+  run = _write(tmp_path, "run.trec", "q1 Q0 d1 1 2.0 x\n")
+  with pytest.raises(SystemExit, match=rf"^t5rank evaluate: {path}: unreadable gzip data"):
+    cli.main(["evaluate", "--qrels", path, run])
+
+
 def test_corpus_errors(tmp_path):
   path = _write(tmp_path, "c.tsv", "a\tx\nb\n")
   with pytest.raises(InputFormatError,

@@ -200,10 +200,20 @@ def test_a_broken_config_and_a_checkpoint_of_another_model_are_named(tmp_path):
      "--gin.TRAIN_STEP: no gin file defines the macro TRAIN_STEP; did you mean TRAIN_STEPS?"),
     (["--gin.TRAIN_STEPS=5"], "MODEL_DIR is required by the gin files: give --gin.MODEL_DIR=VALUE"),
     (["--gin.MODEL_DIR={dir}", "--gin.TRAIN_STEPS=0"],
-     r"train_steps \(TRAIN_STEPS\) must be at least 1, got 0: a model that never trained is not "
-     "exported$"),
+     r"--gin.TRAIN_STEPS: TRAIN_STEPS must be a whole number of at least 1, got 0$"),
     (["--gin.MODEL_DIR={dir}", "--gin.TRAIN_STEPS=-1"],
-     r"train_steps \(TRAIN_STEPS\) must be at least 1, got -1"),
+     r"--gin.TRAIN_STEPS: TRAIN_STEPS must be a whole number of at least 1, got -1$"),
+    # #58: `abc` failed with a traceback after the data was prepared; 2.5 trained 3 steps
+    (["--gin.MODEL_DIR={dir}", "--gin.TRAIN_STEPS=abc"],
+     r"--gin.TRAIN_STEPS: TRAIN_STEPS must be a whole number of at least 1, got 'abc'$"),
+    (["--gin.MODEL_DIR={dir}", "--gin.TRAIN_STEPS=2.5"],
+     r"--gin.TRAIN_STEPS: TRAIN_STEPS must be a whole number of at least 1, got 2.5$"),
+    (["--gin.MODEL_DIR={dir}", "--gin.BATCH_SIZE=True"],
+     r"--gin.BATCH_SIZE: BATCH_SIZE must be a whole number of at least 1, got True$"),
+    (["--gin.MODEL_DIR={dir}", "--gin.LOG_EVERY=0"],
+     r"--gin.LOG_EVERY: LOG_EVERY must be a whole number of at least 1, got 0$"),
+    (["--gin.MODEL_DIR={dir}", "--gin.SEED=1e3"],
+     r"--gin.SEED: SEED must be a whole number of at least 0, got 1000.0$"),
 ])
 def test_train_refuses_unknown_macros_no_steps_and_a_missing_model_dir(tmp_path, flags, message):
   gin_file = "gin/experiments/tiny_insuranceqa_cpu.gin"  # found in the package, from any directory
@@ -222,6 +232,31 @@ def test_a_gin_syntax_error_names_the_file_and_line(tmp_path):
   with pytest.raises(SystemExit, match=r"^t5rank train: gin syntax error: EOF in multi-line "
                      r"statement at line 3 of .*bad.gin \(or a file it includes\)$"):
     cli.main(["train", f"--gin_file={tmp_path / 'bad.gin'}"])
+
+
+def test_whole_number_macros_are_checked_before_any_work(tmp_path, monkeypatch):
+  # the check comes right after gin is read: the trainer (which prepares the data) is never called
+  from t5rank.commands import train
+
+  monkeypatch.setattr(train, "train_configured", lambda: pytest.fail("the trainer was called"))
+  (tmp_path / "steps.gin").write_text("include 'gin/experiments/tiny_insuranceqa_cpu.gin'\n"
+                                      "TRAIN_STEPS = 2.5\n")
+  with pytest.raises(SystemExit, match=r"^t5rank train: TRAIN_STEPS in the gin files: TRAIN_STEPS "
+                     r"must be a whole number of at least 1, got 2.5$"):
+    cli.main(["train", f"--gin_file={tmp_path / 'steps.gin'}",
+              f"--gin.MODEL_DIR={tmp_path / 'run'}"])
+  assert not (tmp_path / "run").exists()
+
+
+def test_a_gin_import_of_a_missing_module_is_one_line_naming_the_file(tmp_path):
+  # #58: a traceback ending in gin's three-line "In file" addition
+  (tmp_path / "bad.gin").write_text("TRAIN_STEPS = 10\nimport nonexistent_module\n")
+  (tmp_path / "top.gin").write_text(f"include '{tmp_path / 'bad.gin'}'\n")
+  for top in ("bad.gin", "top.gin"):  # the file with the line, also when it is included
+    with pytest.raises(SystemExit, match=r"^t5rank train: .*/bad.gin:2: gin cannot import "
+                       r"nonexistent_module: no such module in this Python \(a misspelling, or a "
+                       r"package to install\)$"):
+      cli.main(["train", f"--gin_file={tmp_path / top}"])
 
 
 def test_a_model_dir_of_another_run_is_refused_before_its_files_are_touched(tmp_path):
@@ -304,3 +339,20 @@ def test_the_demos_results_are_json_without_nan():
   results = {"dual_encoder": {"validation_p@1": float("nan")}, "mean": [0.5, float("inf")]}
   assert json.loads(json.dumps(finite(results), allow_nan=False)) == {
       "dual_encoder": {"validation_p@1": None}, "mean": [0.5, None]}
+
+
+def test_retrieve_dense_prints_no_orbax_info(tmp_path, caplog):
+  # #58: `retrieve --dense` printed ten lines of orbax INFO (through absl's logger) while it read
+  # the dual encoder's checkpoint
+  import logging
+
+  checkpoint = dual_encoder_checkpoint(tmp_path)
+  assert cli.main(["index", "--encoder", checkpoint, "--corpus", corpus_file(tmp_path),
+                   "--output", str(tmp_path / "ix")]) == 0
+  (tmp_path / "q.tsv").write_text("q1\tcar insurance\n")
+  caplog.clear()
+  caplog.set_level(logging.INFO)
+  assert cli.main(["retrieve", "--dense", str(tmp_path / "ix"), "--queries",
+                   str(tmp_path / "q.tsv"), "--output", str(tmp_path / "r.run"), "--k", "2"]) == 0
+  assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []
+  assert (tmp_path / "r.run").read_text().count("\n") == 2

@@ -113,7 +113,10 @@ def test_refuses_without_settings_and_names_them(repo, bin_dir, script, args, se
     ("train.sh", ["gin/experiments/absent.gin"], "no gin file gin/experiments/absent.gin"),
     ("train.sh", ["base", "--model-dir=/tmp/m"], "--model-dir must be a gs:// path"),
     ("score.sh", ["--checkpoint=c"], "missing TASK"),
-    ("score.sh", ["msmarco", "--checkpoint=c"], "TASK must be msmarco-dev or robust04"),
+    ("score.sh", ["msmarco", "--checkpoint=c"], "TASK must be msmarco-dev, robust04 or custom"),
+    ("score.sh", ["custom", "--dtype", "--checkpoint=c"], "--dtype needs a value"),
+    ("score.sh", ["custom", "--skip-missing", "x", "--checkpoint=c"],
+     "one TASK only; got custom and x"),
     ("score.sh", ["robust04", "--checkpoint=c", "--queries=q", "--corpus=c"], "missing --run"),
     ("copy.sh", ["sideways", "a", "b"], "must be to-gcs or from-gcs"),
     ("stop.sh", [], "missing --job"),
@@ -210,6 +213,56 @@ def test_score_passes_the_mesh_of_the_model_size(repo, bin_dir, size_flags, mesh
   [command] = dry_run(repo, bin_dir, "score.sh", "msmarco-dev", "--checkpoint", "gs://b/m",
                       "--queries", "q", "--corpus", "c", "--run", "r", "--output", "o", *size_flags)
   assert remote(command)[-2 - len(mesh):] == ["--window", "0", *mesh]
+
+
+SCORE_ARGS = ["--checkpoint", "gs://b/m", "--queries", "q", "--corpus", "c", "--run", "r",
+              "--output", "o"]
+SCORE_HEAD = ["cd", "~/t5rank", "&&", "bash", "tpu_scripts/on_worker.sh", "launch"]
+
+
+@pytest.mark.parametrize("task, preset", [
+    ("msmarco-dev", []), ("custom", []), ("robust04", ["--passages", "maxp", "--stride", "5"])])
+def test_score_passes_the_options_of_t5rank_score_through(repo, bin_dir, task, preset):
+  # #58: --dtype bfloat16 (the README's advice for a TPU) was refused, --depth, --reranker and
+  # --window could not be given. The user's --window replaces the task's.
+  options = ["--dtype", "bfloat16", "--reranker", "duot5", "--depth", "10", "--window", "0"]
+  [command] = dry_run(repo, bin_dir, "score.sh", task, *options[:6], *SCORE_ARGS, "--window=0",
+                      "--skip-missing", "--model-size", "3B")
+  assert remote(command) == [*SCORE_HEAD, f"score_{task}", "t5rank", "score",
+                             *SCORE_ARGS, *preset, "--mesh", "4,2", *options,
+                             "--skip-missing"]
+
+
+def score_options():
+  """(option strings, takes a value) of each option of `t5rank score`, from its parser."""
+  import argparse
+
+  from t5rank.commands import score
+
+  subparsers = argparse.ArgumentParser().add_subparsers()
+  score.add_parser(subparsers)
+  [parser] = subparsers.choices.values()
+  return [(action.option_strings, action.nargs != 0) for action in parser._actions
+          if not isinstance(action, argparse._HelpAction)]
+
+
+def test_score_passes_every_option_of_t5rank_score(repo, bin_dir):
+  options = score_options()
+  # the script's list of options without a value is the parser's
+  script = (repo / "tpu_scripts" / "score.sh").read_text()
+  [listed] = [line for line in script.splitlines() if line.startswith("BOOLEAN_SCORE_OPTIONS=(")]
+  assert sorted(listed[len("BOOLEAN_SCORE_OPTIONS=("):-1].split()) == sorted(
+      name for names, takes_value in options if not takes_value for name in names)
+  own = {"--checkpoint", "--queries", "--corpus", "--run", "--output"}
+  for names, takes_value in options:
+    name = max(names, key=len)
+    given = [name, "-1,1" if name == "--mesh" else "1"] if takes_value else [name]
+    args = [*SCORE_ARGS, *given] if name not in own else [
+        *SCORE_ARGS[:SCORE_ARGS.index(name)], *SCORE_ARGS[SCORE_ARGS.index(name) + 2:], *given]
+    [command] = dry_run(repo, bin_dir, "score.sh", "custom", *args)
+    words = remote(command)
+    at = words.index(name)
+    assert words[at:at + len(given)] == given, (name, words)
 
 
 def test_score_refuses_an_unknown_size_or_mesh(repo, bin_dir):

@@ -12,7 +12,8 @@ Formats (each file is UTF-8, optionally gzipped when its name ends in `.gz`; bla
 
 A JSONL file is recognized by its first non-blank line starting with `{`. A malformed line raises
 `InputFormatError` naming the file, the line and what was expected; with `skip_bad=True` such lines
-are skipped and their count is logged instead.
+are skipped and their count is logged instead. A `.gz` file that is not gzip, or whose gzip data is
+corrupt or cut short, raises `InputFormatError` naming the file and the lines read before.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import math
 import logging
 import re
+import zlib
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
 from t5rank.files import atomic_write
@@ -63,33 +65,54 @@ def _open_binary(path: str) -> IO[bytes]:
   return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
+# what gzip raises for a file that is not gzip (BadGzipFile), cut short (EOFError) or corrupt
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def _gzip_error(path: str, lines: int, e: Exception) -> InputFormatError:
+  reason = str(e) or type(e).__name__
+  return InputFormatError(f"{path}: unreadable gzip data after {lines} line(s) ({reason}): the "
+                          "file is cut short, corrupt, or not gzip despite its .gz name")
+
+
+def _raw_lines(path: str) -> Iterator[bytes]:
+  """The lines of `path` as bytes, gunzipped when its name ends in `.gz` (`_GZIP_ERRORS` become
+  InputFormatError naming the file)."""
+  lines = 0
+  try:
+    with _open_binary(path) as f:
+      for raw in f:
+        yield raw
+        lines += 1
+  except _GZIP_ERRORS as e:
+    raise _gzip_error(path, lines, e) from None
+
+
 def read_lines(path: str, handle: Callable[[str], None], skip_bad: bool) -> None:
   """Calls `handle(line)` on each non-blank decoded line (without its line break)."""
   bad: list[str] = []
-  with _open_binary(path) as f:
-    for lineno, raw in enumerate(f, start=1):
+  for lineno, raw in enumerate(_raw_lines(path), start=1):
+    try:
       try:
-        try:
-          line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a byte-order mark is fine
-        except UnicodeDecodeError as e:
-          raise BadLine(f"undecodable bytes (expected UTF-8) at byte {e.start}") from None
-        line = line.rstrip("\r\n")
-        if line.strip():
-          handle(line)
-      except BadLine as e:
-        message = f"{path}:{lineno}: {e}"
-        if not skip_bad:
-          raise InputFormatError(message) from None
-        bad.append(message)
+        line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")  # a byte-order mark is fine
+      except UnicodeDecodeError as e:
+        raise BadLine(f"undecodable bytes (expected UTF-8) at byte {e.start}") from None
+      line = line.rstrip("\r\n")
+      if line.strip():
+        handle(line)
+    except BadLine as e:
+      message = f"{path}:{lineno}: {e}"
+      if not skip_bad:
+        raise InputFormatError(message) from None
+      bad.append(message)
   if bad:
     logger.warning("%s: skipped %d malformed line(s); first: %s", path, len(bad), bad[0])
 
 
 def _is_jsonl(path: str) -> bool:
-  with _open_binary(path) as f:
-    for raw in f:
-      if raw.strip():
-        return raw.lstrip().removeprefix(b"\xef\xbb\xbf").startswith(b"{")
+  for raw in _raw_lines(path):
+    if raw.strip():
+      return raw.lstrip().removeprefix(b"\xef\xbb\xbf").startswith(b"{")
   return False
 
 
@@ -248,8 +271,7 @@ def read_trec_topics(path: str) -> dict[str, Topic]:
   closed; closing tags are allowed too). Labels are dropped and whitespace runs collapsed. A block
   without a number or a title, a repeated number, or a file without blocks raises InputFormatError
   naming the file and the line of the block's `<top>`."""
-  with _open_binary(path) as f:
-    raw = f.read()
+  raw = b"".join(_raw_lines(path))
   try:
     text = raw.decode("utf-8-sig")
   except UnicodeDecodeError as e:

@@ -21,7 +21,9 @@ are ignored. MRR@k is trec_eval's reciprocal rank on the run cut to its top k.
 
 With several runs, each later run is compared with the first (the baseline) by a two-sided paired
 t-test over the per-query values (scipy.stats.ttest_rel); with m > 1 compared runs the p-values are
-Bonferroni-corrected (multiplied by m, capped at 1). Identical per-query values give p = 1.
+Bonferroni-corrected (multiplied by m, capped at 1). Identical per-query values give p = 1. A test
+that cannot be made is reported as such (p "n/a", never significant): with fewer than 2 queries, or
+per-query differences that are all the same non-zero value (no variance: t would be infinite, p 0).
 """
 
 from __future__ import annotations
@@ -92,15 +94,39 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
 
 
 def paired_t_test(values: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
-  """(t, two-sided p) of a paired t-test of `values` against `baseline`. Without variance in the
-  differences the answer is set directly: (0, 1) when they are all 0, (+-inf, 0) when all equal."""
+  """(t, two-sided p) of a paired t-test of `values` against `baseline`. When every per-query
+  difference is 0 the runs agree: (0, 1). When the test cannot be made, (nan, nan): fewer than 2
+  queries, or differences that are all the same non-zero value (no variance: scipy would give an
+  infinite t and p 0, which is no evidence); `untested(p)` tells the two apart from a real p."""
   from scipy import stats
 
   diff = np.asarray(values, np.float64) - np.asarray(baseline, np.float64)
-  if len(diff) < 2 or np.all(diff == diff[0]):
-    return (0.0, 1.0) if len(diff) < 2 or diff[0] == 0 else (math.copysign(math.inf, diff[0]), 0.0)
+  if not len(diff):
+    return math.nan, math.nan
+  # differences that only rounding tells apart (0.7 - 0.6 and 0.6 - 0.5) are equal
+  rounding = 1e-9 * max(1.0, float(np.abs(diff).max()))
+  if np.abs(diff).max() <= rounding:
+    return 0.0, 1.0
+  if len(diff) < 2 or np.ptp(diff) <= rounding:
+    return math.nan, math.nan
   result = stats.ttest_rel(values, baseline)
   return float(result.statistic), float(result.pvalue)
+
+
+def untested(p: float | None) -> bool:
+  """Whether `p` (of `paired_t_test`, or None as a JSON report holds it) is the mark of a test that
+  could not be made."""
+  return p is None or math.isnan(p)
+
+
+def bonferroni(p: float, comparisons: int) -> float:
+  """`p` multiplied by the number of comparisons, capped at 1; a test not made stays nan."""
+  return p if untested(p) else min(1.0, p * comparisons)
+
+
+def _no_test_reason(diff_count: int) -> str:
+  return ("fewer than 2 queries" if diff_count < 2
+          else "the per-query differences are all the same (no variance)")
 
 
 def evaluate(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Run],
@@ -124,9 +150,13 @@ def evaluate(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Run],
       entry["vs_baseline"] = {}
       for m in metrics:
         t, p = paired_t_test(table[m], baseline[m])
-        p_adjusted = min(1.0, p * comparisons)
-        entry["vs_baseline"][m] = {"t": t, "p": p, "p_bonferroni": p_adjusted,
-                                   "significant": p_adjusted < alpha}
+        if untested(p):  # None, not NaN: the report is JSON
+          entry["vs_baseline"][m] = {"t": None, "p": None, "p_bonferroni": None,
+                                     "significant": False, "no_test": _no_test_reason(len(qids))}
+        else:
+          p_adjusted = bonferroni(p, comparisons)
+          entry["vs_baseline"][m] = {"t": t, "p": p, "p_bonferroni": p_adjusted,
+                                     "significant": p_adjusted < alpha}
     report["runs"].append(entry)
   return report
 
@@ -155,11 +185,17 @@ def format_table(report: dict) -> str:
       lines.append(r["name"].ljust(name_width) + "".join(
           _format_p(r["vs_baseline"][m]["p_bonferroni"]).rjust(width) for m in metrics))
     footer.append(f"* p < {report['alpha']} against the first run.")
+    reasons = sorted({c["no_test"] for r in report["runs"][1:] for c in r["vs_baseline"].values()
+                      if "no_test" in c})
+    if reasons:
+      footer.append(f"n/a: no t-test can be made ({'; '.join(reasons)}).")
   for r in report["runs"]:
     if r["missing_queries"]:
       footer.append(f"{r['name']}: {r['missing_queries']} queries missing (scored 0).")
   return "\n".join(lines + [""] + footer)
 
 
-def _format_p(p: float) -> str:
+def _format_p(p: float | None) -> str:
+  if untested(p):
+    return "n/a"
   return "1" if p >= 1.0 else (f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from typing import Any, ClassVar, Optional
 
 T5_VOCAB_SIZE = 32128  # 32,000 SentencePiece pieces + 100 extra ids, padded to a multiple of 128.
@@ -17,7 +18,8 @@ MT5_VOCAB_SIZE = 250112
 class JsonConfig:
   """`replace`, `to_json` and `from_json` of a frozen dataclass config: the JSON object of its fields
   (a nested config as its own object, keys sorted), with `model` = MODEL when the class sets one
-  (the model a checkpoint's config.json describes); unknown fields are refused on the way back."""
+  (the model a checkpoint's config.json describes); unknown fields, and values not of their field's
+  type (`"d_model": "sixty-four"`), are refused on the way back with a one-line ValueError."""
   MODEL: ClassVar[Optional[str]] = None
 
   def replace(self, **changes: Any):
@@ -35,13 +37,58 @@ class JsonConfig:
 
   @classmethod
   def from_json(cls, text: str):
-    fields = json.loads(text)
+    """The config of `to_json`'s text; ValueError (one line) for what a config cannot hold."""
+    return cls._from_fields(json.loads(text))
+
+  @classmethod
+  def _from_fields(cls, fields: Any):
+    if not isinstance(fields, dict):
+      raise ValueError(f"a {cls.__name__} is a JSON object, not {type(fields).__name__}")
+    fields = dict(fields)
     fields.pop("model", None)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(fields) - known)
     if unknown:
       raise ValueError(f"unknown {cls.__name__} fields {unknown}; known fields are {sorted(known)}")
+    hints = typing.get_type_hints(cls)
+    for name, value in fields.items():
+      hint = hints[name]
+      if isinstance(hint, type) and issubclass(hint, JsonConfig) and isinstance(value, dict):
+        fields[name] = hint._from_fields(value)
+      elif not _is_json_of(value, hint):
+        raise ValueError(f"{cls.__name__}.{name} must be {_describe(hint)}, got {value!r}")
     return cls(**fields)
+
+
+def _is_json_of(value: Any, hint: Any) -> bool:
+  """Whether the JSON value `value` fits the annotation `hint` (Any and unknown forms fit)."""
+  origin, args = typing.get_origin(hint), typing.get_args(hint)
+  if hint is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if hint is float:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  if hint in (bool, str):
+    return isinstance(value, hint)
+  if origin is typing.Union:  # Optional[X]
+    return any(_is_json_of(value, arg) for arg in args)
+  if hint is type(None):
+    return value is None
+  if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]
+    return isinstance(value, (list, tuple)) and all(_is_json_of(v, args[0]) for v in value)
+  if isinstance(hint, type) and issubclass(hint, JsonConfig):
+    return isinstance(value, hint)
+  return True
+
+
+def _describe(hint: Any) -> str:
+  """`hint` in words: "an integer", "a number or null"."""
+  origin, args = typing.get_origin(hint), typing.get_args(hint)
+  if origin is typing.Union:
+    return " or ".join(_describe(arg) for arg in args)
+  if origin is tuple:
+    return f"a list of {_describe(args[0]).split(' ', 1)[1]}s"
+  return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+          type(None): "null"}.get(hint, f"a {getattr(hint, '__name__', hint)} object")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +121,13 @@ class T5Config(JsonConfig):
   dtype: str = "float32"  # activations; parameters are always float32.
 
   def __post_init__(self):
+    for name in ("vocab_size", "d_model", "num_heads", "d_kv", "d_ff",
+                 "relative_attention_num_buckets", "relative_attention_max_distance"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"T5Config.{name} must be positive, got {getattr(self, name)}")
+    if self.num_encoder_layers < 0 or self.num_decoder_layers < 0:
+      raise ValueError("T5Config's num_encoder_layers and num_decoder_layers must be >= 0, got "
+                       f"{self.num_encoder_layers} and {self.num_decoder_layers}")
     if self.feed_forward not in ("relu", "gated-gelu"):
       raise ValueError(f"feed_forward must be 'relu' or 'gated-gelu', got {self.feed_forward!r}")
     if self.dtype not in ("float32", "bfloat16"):

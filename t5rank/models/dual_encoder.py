@@ -243,7 +243,7 @@ class T5DualEncoderConfig(JsonConfig):
   loss, α and β as for the averaged-embedding model. `vocabulary` is the SentencePiece model's
   path (a checkpoint carries its own copy), `vocabulary_sha256` its hash; lengths in pieces."""
   MODEL: ClassVar[str] = "t5_dual_encoder"
-  t5: Any  # T5Config
+  t5: T5Config
   vocabulary: str
   vocabulary_sha256: str = ""
   max_query_length: int = 32

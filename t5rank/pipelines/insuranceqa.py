@@ -162,6 +162,8 @@ def plot_comparison(report: dict, path: str, title: str) -> None:
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
 
+  from t5rank.evaluation.metrics import untested
+
   metrics, runs = report["metrics"], report["runs"]
   x = np.arange(len(metrics))
   width = 0.8 / len(runs)
@@ -172,8 +174,9 @@ def plot_comparison(report: dict, path: str, title: str) -> None:
     bars = ax.bar(x + (i - (len(runs) - 1) / 2) * width, [r["mean"][m] for m in metrics], width,
                   label=r["name"])
     ax.bar_label(bars, fmt="%.3f", fontsize=8)
-  labels = [m + "".join(f"\np={r['vs_baseline'][m]['p_bonferroni']:.2g}" for r in runs[1:])
-            for m in metrics]
+  p_values = [[r["vs_baseline"][m]["p_bonferroni"] for r in runs[1:]] for m in metrics]
+  labels = [m + "".join("\np=n/a" if untested(p) else f"\np={p:.2g}" for p in ps)
+            for m, ps in zip(metrics, p_values)]
   ax.set_xticks(x, labels)
   ax.set_ylim(0, min(1.0, 1.3 * max(r["mean"][m] for r in runs for m in metrics) + 0.05))
   ax.set_title(title, fontsize=9)

@@ -61,8 +61,10 @@ def _gin_value(value: str) -> str:
 def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str] = ()) -> None:
   """Loads gin files and then `bindings` (from `--gin.NAME=VALUE`), each file looked up in the
   current directory, then in `search_paths`, then in the package (GIN_ROOT: `gin/...`). A binding of a macro that no gin file defines (a misspelling such as
-  TRAIN_STEP) is refused, as gin refuses an unknown configurable; a syntax error, or a macro left
-  `%gin.REQUIRED`, raises ValueError naming the file and line or the flag to give."""
+  TRAIN_STEP) is refused, as gin refuses an unknown configurable; a syntax error, an `import` of a
+  module that is not there, a macro left `%gin.REQUIRED`, or a macro of WHOLE_NUMBER_MACROS that is
+  not a whole number (`--gin.TRAIN_STEPS=2.5`) raises ValueError naming the file and line or the
+  flag, before any work."""
   import gin
 
   import t5rank.tasks  # noqa: F401  (registers the tasks and their gin-configurable data locations)
@@ -82,12 +84,21 @@ def parse_gin(gin_files: list[str], bindings: list[str], search_paths: list[str]
   except tokenize.TokenError as e:  # an unclosed bracket: gin's tokenizer names no file
     raise ValueError(f"gin syntax error: {e.args[0]} at line {e.args[1][0]} of "
                      f"{' or '.join(gin_files)} (or a file it includes)") from None
+  except ImportError as e:  # `import x` in a gin file; gin adds the file and line on more lines
+    where = re.search(r'In file "(.+)", line (\d+)', str(e))
+    missing = re.match(r"No module named '([^']+)'", str(e))
+    place = f"{where[1]}:{where[2]}" if where else " or ".join(gin_files)
+    if not missing:  # the module is there and its own import failed
+      raise ValueError(f"{place}: gin's import failed: {str(e).splitlines()[0]}") from None
+    raise ValueError(f"{place}: gin cannot import {missing[1]}: no such module in this Python (a "
+                     "misspelling, or a package to install)") from None
   except ValueError as e:
     required = re.match(r"(\w+)/macro\.value set to `%gin.REQUIRED`", str(e))
     if required:
       raise ValueError(f"{required[1]} is required by the gin files: give "
                        f"--gin.{required[1]}=VALUE") from None
     raise
+  _check_whole_numbers(bindings)
 
 
 class _GinLookups(logging.Filter):
@@ -120,6 +131,32 @@ def _check_macros(bindings: list[str]) -> None:
       raise ValueError(f"--gin.{name}: no gin file defines the macro {name}"
                        + (f"; did you mean {close[0]}?" if close else
                           f" (they define {', '.join(sorted(defined))})")) from None
+
+
+# the macros of the run gins that the trainer takes as whole numbers, and the least each may be
+WHOLE_NUMBER_MACROS = {"TRAIN_STEPS": 1, "BATCH_SIZE": 1, "CHECKPOINT_EVERY": 1,
+                       "KEEP_CHECKPOINTS": 1, "LOG_EVERY": 1, "EVAL_EVERY": 0, "WARMUP_STEPS": 0,
+                       "QUERY_LENGTH": 1, "DOCUMENT_LENGTH": 1, "SEED": 0}
+
+
+def _check_whole_numbers(bindings: list[str]) -> None:
+  """Raises ValueError naming the binding when a macro of WHOLE_NUMBER_MACROS that the parsed gin
+  files define is not a whole number at least its least (`--gin.TRAIN_STEPS=2.5` would train 3
+  steps; `abc` would fail only once the data is ready): before any work."""
+  import gin
+
+  flags = {b.split("=", 1)[0].strip() for b in bindings}
+  for name, least in WHOLE_NUMBER_MACROS.items():
+    try:
+      value = gin.query_parameter(f"%{name}")
+    except ValueError:
+      continue  # not defined by these gin files
+    if type(value).__module__.startswith("gin"):
+      continue  # a reference to another macro or a configurable
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+      where = f"--gin.{name}" if name in flags else f"{name} in the gin files"
+      raise ValueError(f"{where}: {name} must be a whole number of at least {least}, got "
+                       f"{value!r}")
 
 
 def recipe(gin_files: Sequence[str], bindings: Sequence[str]) -> dict[str, str]:
