@@ -1,5 +1,5 @@
-"""Writes the tiny T5s of tests/golden/hf_* again in the other weight formats Hugging Face publishes,
-for tests/test_torch_checkpoints.py, which needs neither torch nor transformers.
+"""Writes the tiny T5s of tests/golden/hf_* again in the other weight formats that Hugging Face
+publishes, for tests/test_torch_checkpoints.py, which needs neither torch nor transformers.
 
     python3 -m venv /tmp/refenv    # outside the project's venv: older jax, torch
     /tmp/refenv/bin/pip install torch==2.13.0 transformers==4.57.1 safetensors==0.8.0 \\
@@ -15,8 +15,9 @@ The weights are those of existing goldens, so their reference.npz holds the expe
                                         config.json of transformers 4.x says; here loaded into
                                         4.57.1's MT5ForConditionalGeneration and saved as 4.x does)
 Each model is loaded in transformers 4.57.1 and its logits checked against the reference (to 1e-5:
-float32 kernels differ between CPUs) before anything is written. For each it writes tests/golden/weight_formats/NAME_FORMAT/ with
-the config.json (and generation_config.json) that transformers writes beside one weight file:
+float32 kernels differ between CPUs) before anything is written. For each it writes
+tests/golden/weight_formats/NAME_FORMAT/ with the config.json (and generation_config.json) that
+transformers writes beside one weight file:
   bin          pytorch_model.bin: `save_pretrained(safe_serialization=False)`, torch's zip format;
                a plain dict whose tied tensors share one storage
   bin_legacy   pytorch_model.bin: `torch.save(model.state_dict(), f,
@@ -32,6 +33,8 @@ tensors_zip.bin, tensors_legacy.bin and tensors.npz: torch.save of a dict of vie
 (transposed, strided, offset, a row, a column) and of float16, bfloat16, int64, 0-d and empty
 tensors, with the values numpy should read (bfloat16 widened to float32).
 goldens.json: the versions, and each directory's golden.
+A rerun writes the zip and msgpack files byte for byte again; the legacy files differ only in their
+storage keys, which torch's legacy format takes from memory addresses.
 """
 
 from __future__ import annotations
@@ -122,8 +125,8 @@ def write_tensors() -> None:
   torch.save(tensors, os.path.join(OUT_DIR, "tensors_zip.bin"))
   torch.save(tensors, os.path.join(OUT_DIR, "tensors_legacy.bin"),
              _use_new_zipfile_serialization=False)
-  np.savez(os.path.join(OUT_DIR, "tensors.npz"),
-           **{k: (v.float() if v.dtype == torch.bfloat16 else v).numpy() for k, v in tensors.items()})
+  widened = {k: v.float() if v.dtype == torch.bfloat16 else v for k, v in tensors.items()}
+  np.savez(os.path.join(OUT_DIR, "tensors.npz"), **{k: v.numpy() for k, v in widened.items()})
 
 
 def main() -> None:

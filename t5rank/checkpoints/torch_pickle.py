@@ -123,8 +123,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
                             "torch storage")
     if len(pid) == 6 and pid[5] is not None:
       raise CheckpointError(f"{self.source}: storage {pid[2]!r} is a view of another storage "
-                            f"{_short(pid[5])}; t5rank reads state dicts of tensors, whose storages "
-                            "are no views")
+                            f"{_short(pid[5])}; t5rank reads state dicts of tensors, whose "
+                            "storages are no views")
     return Storage(pid[2], pid[1].dtype, pid[4])
 
 
@@ -167,8 +167,9 @@ def _open_zip(path: str) -> tuple[dict[str, TensorRef], Callable[[Storage], np.n
       raise CheckpointError(f"{path}: a zip file without one ARCHIVE/data.pkl; not a PyTorch "
                             "checkpoint")
     prefix = pickles[0][:-len("data.pkl")]
-    byteorder = (archive.read(prefix + "byteorder").decode(errors="replace") if prefix + "byteorder" in members
-                 else "little")
+    byteorder = "little"  # older torch wrote no such record
+    if prefix + "byteorder" in members:
+      byteorder = archive.read(prefix + "byteorder").decode(errors="replace")
     if byteorder not in ("little", "big"):
       raise CheckpointError(f"{path}: byteorder {byteorder!r}; expected 'little' or 'big'")
     state = _state_dict(_unpickle(io.BytesIO(archive.read(pickles[0])), path), path)
