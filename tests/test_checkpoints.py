@@ -327,9 +327,11 @@ def test_t5x_orbax_layout_imports_exactly(tmp_path):
 def test_unknown_directory_is_refused(tmp_path):
   with pytest.raises(FileNotFoundError, match="no checkpoint found"):
     detect_format(str(tmp_path))
-  (tmp_path / "config.json").write_text("{}")
-  (tmp_path / "pytorch_model.bin").write_bytes(b"")
-  with pytest.raises(FileNotFoundError, match="safe_serialization=True"):
+  (tmp_path / "pytorch_model.bin").write_bytes(b"")  # weights, but no config.json
+  with pytest.raises(FileNotFoundError, match="no checkpoint found"):
+    detect_format(str(tmp_path))
+  (tmp_path / "config.json").write_text("{}")  # now a Hugging Face directory whose .bin is empty
+  with pytest.raises(CheckpointError, match=r"pytorch_model.bin: not a readable PyTorch"):
     load_checkpoint(str(tmp_path))
 
 

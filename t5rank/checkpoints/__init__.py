@@ -6,14 +6,17 @@
 | format | read | write | carries its config |
 | --- | --- | --- | --- |
 | native: t5rank's Orbax directory (`native.py`) | yes | yes | yes |
-| hf: Hugging Face `config.json` + safetensors (`hf.py`) | yes | yes | yes |
+| hf: Hugging Face `config.json` + safetensors, Flax msgpack or PyTorch `.bin` (`hf.py`) | yes | yes (safetensors) | yes |
 | mesh_tf: TensorFlow checkpoint, Mesh TF names (`mesh_tf.py`) | yes | yes | no |
 | t5x: `checkpoint_N/` msgpack + TensorStore, or Orbax (`t5x.py`) | yes | yes (Orbax layout) | no |
 
 Formats without a config need one passed in (`config=` / `--config NAME`); every importer checks
 each tensor's name and shape and reports missing, misshaped and unexpected ones by name.
 Parameters come back as a nested dict of float32 numpy arrays in t5x naming (`t5rank.models.network`).
-TensorFlow, Orbax and TensorStore are imported only when a format needs them.
+TensorFlow, Orbax and TensorStore are imported only when a format needs them. A Hugging Face
+directory with several weight formats is read from the first of safetensors, `flax_model.msgpack`,
+`pytorch_model.bin`; the last is read without torch and without running its pickle
+(`torch_pickle.py`).
 """
 
 from __future__ import annotations
@@ -42,15 +45,11 @@ def detect_format(path: str) -> str:
     return "mesh_tf"
   if t5x.find_step_dir(path) is not None:
     return "t5x"
-  if os.path.isfile(os.path.join(path, "pytorch_model.bin")):
-    raise FileNotFoundError(f"{path} holds PyTorch weights (pytorch_model.bin); t5rank reads "
-                            "safetensors without torch: convert them first, e.g. "
-                            "`T5ForConditionalGeneration.from_pretrained(path).save_pretrained("
-                            "out, safe_serialization=True)`")
   raise FileNotFoundError(
       f"no checkpoint found at {path}: expected a t5rank directory (params/ + config.json), a "
-      "Hugging Face directory (config.json + model.safetensors[.index.json]), a TensorFlow "
-      "checkpoint prefix or directory (Mesh TF names), or a t5x checkpoint (checkpoint_N/)")
+      "Hugging Face directory (config.json + model.safetensors, flax_model.msgpack or "
+      "pytorch_model.bin, or the .index.json of its shards), a TensorFlow checkpoint prefix or "
+      "directory (Mesh TF names), or a t5x checkpoint (checkpoint_N/)")
 
 
 def load_checkpoint(path: str, config: Optional[T5Config] = None) -> tuple[T5Config, Params]:

@@ -1,8 +1,16 @@
-"""Hugging Face T5 / mT5 checkpoints (`config.json` + safetensors), read and written without torch.
+"""Hugging Face T5 / mT5 checkpoints (`config.json` + weights), read and written without torch.
 
-Import reads `model.safetensors` or the shards listed in `model.safetensors.index.json`; export
-writes one `model.safetensors` and a `config.json` that `transformers.T5ForConditionalGeneration.
-from_pretrained` loads. Layout differences from t5rank:
+Import reads the weights in one of three formats, the first a directory has in this order (each
+one file or the shards its `.index.json` lists):
+  1. `model.safetensors` (`model.safetensors.index.json`);
+  2. `flax_model.msgpack` (`flax_model.msgpack.index.json`), Hugging Face Flax's tree, read with
+     `flax.serialization.msgpack_restore`; its names are mapped to the PyTorch names below
+     (`shared/embedding` -> `shared.weight`, `.../q/kernel` (in, out) -> `....q.weight` (out, in),
+     `relative_attention_bias/embedding` -> `.weight`, both (buckets, heads));
+  3. `pytorch_model.bin` (`pytorch_model.bin.index.json`), torch's pickle read by
+     `t5rank.checkpoints.torch_pickle`, which runs none of it.
+Export writes one `model.safetensors` and a `config.json` that `transformers.
+T5ForConditionalGeneration.from_pretrained` loads. Layout differences from t5rank:
   - torch Linear weights are (out, in): every kernel is transposed;
   - `relative_attention_bias` is an embedding (buckets, heads) in block 0: transposed to (heads,
     buckets);
@@ -35,11 +43,16 @@ import numpy as np
 from t5rank.checkpoints.layout import (CheckpointError, Params, Shape, export_tensors,
                                        import_tensors, module_path, tensor_names, write_atomically,
                                        write_json)
+from t5rank.checkpoints.torch_pickle import open_torch_file
 from t5rank.models.config import T5Config
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
+FLAX_FILE = "flax_model.msgpack"
+TORCH_FILE = "pytorch_model.bin"
+# The weight files read, in the one order that decides when a directory holds several (module
+# docstring); each may be sharded, its shards listed by FILE.index.json.
+WEIGHT_FILES = (WEIGHTS_FILE, FLAX_FILE, TORCH_FILE)
 SHARED = "shared.weight"
 EMBEDDING_COPIES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 LM_HEAD = "lm_head.weight"
@@ -55,9 +68,28 @@ _HF_DEFAULTS = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "
 
 
 def is_hf_checkpoint(directory: str) -> bool:
-  """Whether `directory` holds a Hugging Face config.json and safetensors weights."""
+  """Whether `directory` holds a Hugging Face config.json and weights in a format t5rank reads
+  (`WEIGHT_FILES`, or the index of their shards)."""
   return (os.path.isfile(os.path.join(directory, CONFIG_FILE))
-          and any(os.path.isfile(os.path.join(directory, f)) for f in (WEIGHTS_FILE, INDEX_FILE)))
+          and weight_files(directory) is not None)
+
+
+def weight_files(directory: str) -> Optional[tuple[str, Optional[str], list[str]]]:
+  """(which of `WEIGHT_FILES`, its shard index or None, the files to read) for the first of
+  `WEIGHT_FILES` that `directory` holds, whole or sharded (module docstring); None when it holds
+  none."""
+  for name in WEIGHT_FILES:
+    index_path = os.path.join(directory, f"{name}.index.json")
+    if os.path.isfile(index_path):
+      try:
+        with open(index_path) as f:
+          shards = sorted(set(json.load(f)["weight_map"].values()))
+      except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{index_path}: not a shard index with a weight_map ({e})") from None
+      return name, index_path, [os.path.join(directory, shard) for shard in shards]
+    if os.path.isfile(os.path.join(directory, name)):
+      return name, None, [os.path.join(directory, name)]
+  return None
 
 
 def config_from_hf(hf: Mapping[str, Any], has_lm_head: Optional[bool] = None) -> T5Config:
@@ -157,38 +189,88 @@ def hf_name(name: str) -> tuple[str, bool]:
 
 
 def _open_tensors(directory: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
-  """Shapes of all tensors in the safetensors file(s) of `directory`, and a reader for one."""
-  from safetensors import safe_open
-
-  index_path = os.path.join(directory, INDEX_FILE)
-  if os.path.isfile(index_path):
-    with open(index_path) as f:
-      weight_map = json.load(f)["weight_map"]
-  else:
-    weight_map = None
-  files = sorted(set(weight_map.values())) if weight_map else [WEIGHTS_FILE]
-  shapes, where = {}, {}
-  for file in files:
-    path = os.path.join(directory, file)
+  """Shapes of all tensors in the weight file(s) of `directory` (the first format of
+  `WEIGHT_FILES` it holds), under their PyTorch names and in PyTorch's layout, and a reader of one.
+  """
+  found = weight_files(directory)
+  if found is None:
+    raise FileNotFoundError(f"{directory} holds none of {', '.join(WEIGHT_FILES)}")
+  kind, index_path, paths = found
+  open_file = {WEIGHTS_FILE: _open_safetensors, FLAX_FILE: _open_flax_msgpack,
+               TORCH_FILE: open_torch_file}[kind]
+  shapes, readers = {}, {}
+  for path in paths:
     if not os.path.isfile(path):
-      raise FileNotFoundError(f"{path} not found (listed in {INDEX_FILE})")
-    try:
-      with safe_open(path, framework="np") as f:
-        for key in f.keys():
-          shapes[key] = tuple(f.get_slice(key).get_shape())
-          where[key] = (path, f.get_slice(key).get_dtype())
-    except Exception as e:  # safetensors' own errors (a truncated file, say) name no file
-      if isinstance(e, (CheckpointError, OSError)):
-        raise
-      raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+      raise FileNotFoundError(f"{path} not found (listed in {index_path})")
+    file_shapes, read = open_file(path)
+    shapes.update(file_shapes)
+    readers.update(dict.fromkeys(file_shapes, read))
 
   def read(key: str) -> np.ndarray:
-    path, dtype = where[key]
+    return np.asarray(readers[key](key), dtype=np.float32)
+
+  return shapes, read
+
+
+def _open_safetensors(path: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
+  """Shapes of the tensors in one safetensors file, and a reader of one."""
+  from safetensors import safe_open
+
+  shapes, dtypes = {}, {}
+  try:
+    with safe_open(path, framework="np") as f:
+      for key in f.keys():
+        shapes[key] = tuple(f.get_slice(key).get_shape())
+        dtypes[key] = f.get_slice(key).get_dtype()
+  except Exception as e:  # safetensors' own errors (a truncated file, say) name no file
+    if isinstance(e, (CheckpointError, OSError)):
+      raise
+    raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+
+  def read(key: str) -> np.ndarray:
     # numpy has no bfloat16: such tensors are read through jax and widened.
-    with safe_open(path, framework="flax" if dtype == "BF16" else "np") as f:
+    with safe_open(path, framework="flax" if dtypes[key] == "BF16" else "np") as f:
       return np.asarray(f.get_tensor(key), dtype=np.float32)
 
   return shapes, read
+
+
+def flax_to_torch_name(name: str) -> tuple[str, bool]:
+  """(PyTorch tensor name, whether Flax stores it transposed) of a Hugging Face Flax T5 name
+  (`/`-joined): kernels are (in, out) where torch's Linear weights are (out, in); embeddings
+  (`shared`, `relative_attention_bias`) and layer-norm weights are stored alike."""
+  parts = name.split("/")
+  if parts[-1] == "kernel":
+    return ".".join(parts[:-1] + ["weight"]), True
+  if parts[-1] == "embedding":
+    return ".".join(parts[:-1] + ["weight"]), False
+  return ".".join(parts), False
+
+
+def _open_flax_msgpack(path: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
+  """Shapes of the tensors in a Hugging Face Flax file, under their PyTorch names and in PyTorch's
+  layout (`flax_to_torch_name`), and a reader of one."""
+  from flax.serialization import msgpack_restore
+  from flax.traverse_util import flatten_dict
+
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    tree = msgpack_restore(data)
+    if not isinstance(tree, dict):
+      raise ValueError(f"holds a {type(tree).__name__}, not a tree of parameters")
+    flat = flatten_dict(tree, sep="/")
+  except Exception as e:  # msgpack's errors (a truncated file, say) name no file
+    detail = str(e).splitlines()[0] if str(e) else "no detail"
+    raise CheckpointError(f"{path}: not a readable Flax msgpack file ({type(e).__name__}: "
+                          f"{detail})") from None
+  tensors = {}
+  for name, value in flat.items():
+    if not isinstance(value, np.ndarray):
+      raise CheckpointError(f"{path}: {name!r} is a {type(value).__name__}, not an array")
+    torch_name, transposed = flax_to_torch_name(name)
+    tensors[torch_name] = value.T if transposed else value
+  return {name: tuple(value.shape) for name, value in tensors.items()}, tensors.__getitem__
 
 
 def load_hf_checkpoint(directory: str) -> tuple[T5Config, Params]:

@@ -12,8 +12,9 @@ Hugging Face output: `--hf-generation 4` (default) writes the config.json that t
 `lm_head.weight` when tied); see docs/scoring.md for which versions read which. t5x output: the Orbax
 layout t5x restores (`OUTPUT/checkpoint_STEP/state/`), parameters only.
 
-The input format is detected (t5rank, Hugging Face safetensors, Mesh TensorFlow, t5x). Mesh TF and
-t5x checkpoints store no architecture: name it with --config (the error lists the configs that fit).
+The input format is detected (t5rank, Hugging Face safetensors, Flax msgpack or PyTorch .bin, Mesh
+TensorFlow, t5x). Mesh TF and t5x checkpoints store no architecture: name it with --config (the
+error lists the configs that fit).
 """
 
 from __future__ import annotations
