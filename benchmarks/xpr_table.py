@@ -256,7 +256,7 @@ def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int])
   import numpy as np
 
   from t5rank.data.readers import read_qrels, read_run
-  from t5rank.evaluation.metrics import paired_t_test, per_query
+  from t5rank.evaluation.metrics import bonferroni, paired_t_test, per_query
 
   qrels = read_qrels(qrels_path)
   metrics = METRICS.split(",")
@@ -274,7 +274,7 @@ def over_seeds(qrels_path: str, by_seed: dict[str, list[str]], seeds: list[int])
     summary["rows"][row]["baseline"] = baseline_of(row)
     for m in metrics:
       t, p = paired_t_test(averaged[row][m], averaged[baseline_of(row)][m])
-      summary["rows"][row][m].update(t=t, p=p, p_bonferroni=min(1.0, p * len(others)))
+      summary["rows"][row][m].update(t=t, p=p, p_bonferroni=bonferroni(p, len(others)))
   return summary
 
 

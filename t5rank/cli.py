@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug:
       raise
     message = str(e).split("\n  In call to configurable")[0]  # gin's addition: a second line
+    message = " ".join(line.strip() for line in message.splitlines())  # one line, always
     raise SystemExit(f"t5rank {args.command}: {message}"
                      + ("" if isinstance(e, (ValueError, FileNotFoundError)) else
                         f" ({type(e).__name__}; --debug shows the traceback)")) from None

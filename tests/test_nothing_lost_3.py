@@ -288,3 +288,33 @@ def test_convert_on_a_full_disk_is_one_line(tmp_path, monkeypatch, capsys):
                   str(tmp_path / "o")], capsys)
   assert "model.safetensors: could not be written" in message and "No space left" in message
   assert not (tmp_path / "o").exists()
+
+
+def test_a_demo_gin_typo_is_refused_before_any_work(tmp_path, capsys):
+  message = fail(["demo", "--monot5-only", "--workdir", str(tmp_path / "w"),
+                  "--gin.TRAIN_STEPZ=3"], capsys)
+  assert message.startswith("t5rank demo:") and "TRAIN_STEPZ" in message
+  assert not (tmp_path / "w").exists()
+  message = fail(["demo", "--workdir", str(tmp_path / "w"), "--gin.TRAIN_STEPZ=3"], capsys)
+  assert "TRAIN_STEPZ" in message and not (tmp_path / "w").exists()
+  assert fail(["demo", "--depth", "5", "--workdir", str(tmp_path / "w")],
+              capsys).startswith("t5rank demo: --depth goes with --monot5-only")
+
+
+def test_a_misshaped_checkpoint_is_one_line(tmp_path, capsys):
+  config = micro_config()
+  save_checkpoint(str(tmp_path / "m"), random_params(config), config)
+  shape_changed = json.loads((tmp_path / "m" / "config.json").read_text())
+  shape_changed["d_ff"] *= 2
+  (tmp_path / "q.tsv").write_text("q1\tcar\n")
+  (tmp_path / "c.tsv").write_text("d1\tcar policy\n")
+  (tmp_path / "r.run").write_text("q1 Q0 d1 1 1.0 x\n")
+  from t5rank.checkpoints.native import MANIFEST_FILE
+  os.remove(tmp_path / "m" / MANIFEST_FILE)  # as a checkpoint written before manifests
+  (tmp_path / "m" / "config.json").write_text(json.dumps(shape_changed))
+  os.remove(tmp_path / "m" / "metadata.json") if (tmp_path / "m" / "metadata.json").exists() \
+      else None
+  message = fail(["score", "--checkpoint", str(tmp_path / "m"), "--queries",
+                  str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"), "--run",
+                  str(tmp_path / "r.run"), "--window", "0", "-o", str(tmp_path / "o.run")], capsys)
+  assert "misshaped" in message

@@ -170,25 +170,27 @@ def run(args: argparse.Namespace) -> int:
   logging.getLogger("t5rank").setLevel(logging.INFO)
   job = _job(args)
   if (args.pretrain_steps or args.dense_steps) and not args.cross_lingual:
-    raise SystemExit("--pretrain-steps and --dense-steps go with --cross-lingual (the English "
-                     "jobs have no pre-training and no dual encoder)")
+    raise SystemExit("t5rank demo: --pretrain-steps and --dense-steps go with --cross-lingual "
+                     "(the English jobs have no pre-training and no dual encoder)")
   if (args.distil or args.teacher_queries) and (args.monot5_only or args.cross_lingual):
-    raise SystemExit("--distil goes with the English cascade (not --monot5-only or "
+    raise SystemExit("t5rank demo: --distil goes with the English cascade (not --monot5-only or "
                      "--cross-lingual)")
   if args.teacher_queries and not args.distil:
-    raise SystemExit("--teacher-queries goes with --distil")
+    raise SystemExit("t5rank demo: --teacher-queries goes with --distil")
   if not args.monot5_only:
     if args.gin_file:
-      raise SystemExit("--gin_file goes with --monot5-only (the cascade's recipes are its "
-                       "models' own; --gin.NAME=VALUE changes every one)")
+      raise SystemExit("t5rank demo: --gin_file goes with --monot5-only (the cascade's recipes "
+                       "are its models' own; --gin.NAME=VALUE changes every one)")
     if args.depth is not None:
-      raise SystemExit("--depth goes with --monot5-only; the cascades take --depths, one per "
-                       "reranker")
+      raise SystemExit("t5rank demo: --depth goes with --monot5-only; the cascades take "
+                       "--depths, one per reranker")
     if args.depths is not None and len(args.depths) != len(job.rerankers):
-      raise SystemExit(f"--depths: {len(job.rerankers)} numbers, "
+      raise SystemExit(f"t5rank demo: --depths: {len(job.rerankers)} numbers, "
                        f"{','.join(row.upper() for row, _ in job.rerankers)}, got "
                        f"{','.join(map(str, args.depths))}")
     from t5rank.pipelines.insuranceqa_cascade import run_insuranceqa_cascade
+    _check_gin([([m.gin_file], [*m.bindings, *bindings, *_placeholders(m)])
+                for m in job.models])
     steps = {}
     if args.pretrain_steps:
       steps["xpr_pretrained"] = [f"TRAIN_STEPS = {args.pretrain_steps}"]
@@ -202,7 +204,9 @@ def run(args: argparse.Namespace) -> int:
                             model_bindings=steps)
     return 0
   if args.depths is not None:
-    raise SystemExit("--depths goes with the cascades; --monot5-only reranks BM25's top --depth")
+    raise SystemExit("t5rank demo: --depths goes with the cascades; --monot5-only reranks "
+                     "BM25's top --depth")
+  _check_gin([(list(args.gin_file or [job.gin_file]), bindings)])
   run_insuranceqa(workdir=args.workdir, depth=args.depth or DEFAULT_DEPTH,
                   num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,
@@ -212,6 +216,24 @@ def run(args: argparse.Namespace) -> int:
                   dense_bindings=[f"TRAIN_STEPS = {args.dense_steps}"]
                   if args.dense_steps else ())
   return 0
+
+
+def _check_gin(recipes) -> None:
+  """Parses each (gin files, bindings) of the job's models before any work: a misspelt
+  --gin.NAME, a bad value or a broken gin file is refused before the data is exported."""
+  from t5rank.training.gin_config import recipe
+
+  for gin_files, bindings in recipes:
+    recipe(gin_files, bindings)
+
+
+def _placeholders(model) -> list[str]:
+  """The bindings a cascade model gets from the models before it (INIT_CHECKPOINT,
+  TEACHER_SCORES), as placeholders: enough to parse its gin."""
+  from t5rank.training.gin_config import INIT_PLACEHOLDER, TEACHER_PLACEHOLDER
+
+  return ([f"INIT_CHECKPOINT = {INIT_PLACEHOLDER!r}"] if model.init else []) + (
+      [f"TEACHER_SCORES = {TEACHER_PLACEHOLDER!r}"] if model.distilled else [])
 
 
 def _job(args: argparse.Namespace):

@@ -36,7 +36,8 @@ from typing import Mapping, Optional, Sequence
 from t5rank.checkpoints.locate import local_path
 from t5rank.checkpoints.models import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
-from t5rank.evaluation.metrics import paired_t_test, per_query, relevant_queries
+from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
+                                      untested)
 from t5rank.files import atomic_write, read_json, sha256_file
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
@@ -366,10 +367,15 @@ def evaluate_stages(qrels: Mapping[str, Mapping[str, int]], names: Sequence[str]
           row["previous"] = names[j]
         for k in metrics:
           t, p = paired_t_test(values[i][k], values[j][k])
-          row[label][k] = {"t": t, "p": p, "p_bonferroni": min(1.0, p * m)}
+          row[label][k] = {"t": t, "p": p, "p_bonferroni": bonferroni(p, m)}
     rows.append(row)
   return {"metrics": list(metrics), "queries": len(relevant_queries(qrels)),
           "comparisons": m, "stages": rows}
+
+
+def _significant(p: Optional[float]) -> bool:
+  """Whether a corrected p (None or nan: a test that could not be made) is below .01."""
+  return not untested(p) and p < 0.01
 
 
 def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
@@ -382,9 +388,9 @@ def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
     cells = []
     for k in metrics:
       mark = ""
-      if row.get("vs_first", {}).get(k, {}).get("p_bonferroni", 1.0) < 0.01:
+      if _significant(row.get("vs_first", {}).get(k, {}).get("p_bonferroni")):
         mark += "*"
-      if row.get("vs_previous", {}).get(k, {}).get("p_bonferroni", 1.0) < 0.01:
+      if _significant(row.get("vs_previous", {}).get(k, {}).get("p_bonferroni")):
         mark += "†"
       cells.append(f"{row['mean'][k]:.4f}{mark}")
     speed = info.get("pairs_per_second")
@@ -468,7 +474,8 @@ def plot_cascade(report: dict, path: str, title: str, metric: str = "MRR") -> No
       if key in row:
         base = means[base]
         delta = row["mean"][metric] - base
-        text += f"   {label}: {delta:+.4f} (p {row[key][metric]['p_bonferroni']:.2g})"
+        p = row[key][metric]["p_bonferroni"]
+        text += f"   {label}: {delta:+.4f} (p {'n/a' if untested(p) else format(p, '.2g')})"
     ax.text(row["mean"][metric] + 0.005, y, text, va="center", fontsize=8)
   ax.set_xlim(0, min(1.0, 2.2 * max(values) + 0.05))
   ax.set_xlabel(f"{metric} ({report['queries']} queries; p: paired t-test, Bonferroni over "
