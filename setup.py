@@ -18,6 +18,9 @@ INSTALL_REQUIRES = [
     "clu==0.0.12",
     "tensorboard==2.21.0",  # clu's metric writers need it and do not declare it
     "safetensors==0.8.0",  # Hugging Face checkpoints without torch
+    # Hub ids (`--checkpoint ORG/NAME`): the local cache, or a download. A range, not a pin: the
+    # [reference] extra's transformers 4.57.1 needs a release below 1.0; alone, pip takes 2.4.0
+    "huggingface-hub>=0.34,<3",
     "tqdm==4.70.1",  # progress bars
     "insuranceqa-data==1.2",  # the offline InsuranceQA v2 corpus (1.3+ download at run time)
     "sentencex==1.0.32",  # offline sentence splitter (English, Chinese, ~300 languages) for MaxP windows

@@ -42,3 +42,32 @@ def random_params(config: T5Config, seed: int = 0, std: Optional[float] = None) 
       values = rng.normal(0, np.sqrt(scale / shape[0]), shape)
     params[name] = values.astype(np.float32)
   return unflatten(params)
+
+
+def make_hub_cache(cache: str, repo: str, files: dict, revision: str = "0" * 40,
+                   refs: tuple[str, ...] = ("main",)) -> str:
+  """Writes `files` ({name: path of a file to copy}) into a Hugging Face Hub cache at `cache` in
+  the Hub's own layout, as `huggingface_hub` leaves it after a download: models--ORG--NAME/
+  blobs/SHA256 (the files' bytes), snapshots/REVISION/NAME -> ../../blobs/SHA256, refs/REF holding
+  REVISION for each of `refs`. Returns the snapshot directory."""
+  import hashlib
+  import os
+  import shutil
+
+  root = os.path.join(cache, "models--" + repo.replace("/", "--"))
+  snapshot = os.path.join(root, "snapshots", revision)
+  os.makedirs(os.path.join(root, "blobs"), exist_ok=True)
+  os.makedirs(os.path.join(root, "refs"), exist_ok=True)
+  for name, source in files.items():
+    with open(source, "rb") as f:
+      digest = hashlib.sha256(f.read()).hexdigest()
+    blob = os.path.join(root, "blobs", digest)
+    if not os.path.exists(blob):
+      shutil.copyfile(source, blob)
+    link = os.path.join(snapshot, name)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.symlink(os.path.relpath(blob, os.path.dirname(link)), link)
+  for ref in refs:
+    with open(os.path.join(root, "refs", ref), "w") as f:
+      f.write(revision)
+  return snapshot
