@@ -156,6 +156,63 @@ def params_fingerprint(params) -> str:
   return h.hexdigest()
 
 
+@dataclasses.dataclass
+class ScoringJob:
+  """What a reranker scores for a run's top candidates, and how the scored rows become a run:
+  `pairs` (each a model input), their texts and first-stage scores (`inputs`), and `rank`. A
+  pointwise reranker's pairs are each candidate's windows (ranked by `options.aggregation` over
+  them, MaxP by default); a pairwise reranker's (duoT5) every ordered pair of a query's
+  candidates, whole documents (ranked by `options.pair_aggregation` over them)."""
+  reranker: Reranker
+  queries: Mapping[str, str]
+  top: Run
+  options: ScoringOptions
+  pairs: list
+  passages: dict
+  first_stage: Optional[Mapping[tuple[str, str], float]]
+  partners: Optional[dict] = None  # pairwise: each query's candidates, by index
+
+  def inputs(self, chunk: Sequence) -> tuple[list, list, Optional[list]]:
+    """(query texts, passage texts, first-stage scores or None) of `chunk`'s pairs, as
+    `Reranker.encode` takes them."""
+    texts, scores = [], []
+    for p in chunk:
+      if self.partners is not None:  # (d_i, d_j) and both documents' scores
+        other = self.partners[p.qid][p.window]
+        texts.append((self.passages[p.docid][0], self.passages[other][0]))
+        if self.first_stage is not None:
+          scores.append((self.first_stage[p.qid, p.docid], self.first_stage[p.qid, other]))
+      else:
+        texts.append(self.passages[p.docid][p.window])
+        if self.first_stage is not None:
+          scores.append(self.first_stage[p.qid, p.docid])
+    return ([self.queries[p.qid] for p in chunk], texts,
+            scores if self.first_stage is not None else None)
+
+  def rank(self, rows: Iterable[tuple]) -> tuple[Run, Optional[dict]]:
+    """(run of the top candidates, winners: (qid, docid) -> its deciding window, None for a
+    pairwise reranker) from the scored rows (pair, log P, P)."""
+    if self.partners is not None:
+      return pairwise_run(rows, self.top, self.options.pair_aggregation), None
+    return shards.rank_documents(rows, self.options.aggregation)
+
+
+def plan_job(reranker: Reranker, queries: Mapping[str, str], corpus: Mapping[str, Document],
+             top: Run, options: ScoringOptions,
+             first_stage: Optional[Mapping[tuple[str, str], float]] = None) -> ScoringJob:
+  """The `ScoringJob` of `top` (each query's candidates to rerank): what `t5rank score`, the
+  cascade and the Python API (`t5rank.ranker`) all score."""
+  if reranker.pairwise:  # every ordered pair of each query's candidates, whole documents
+    passages = {docid: [document_text(corpus[docid])] for docs in top.values() for docid, _ in docs}
+    return ScoringJob(reranker, queries, top, options, ordered_pairs(top), passages, first_stage,
+                      partners={qid: [docid for docid, _ in docs] for qid, docs in top.items()})
+  pairs, passages = candidate_passages(top, corpus, window=options.window,
+                                       stride=options.stride, language=options.language)
+  if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
+    pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
+  return ScoringJob(reranker, queries, top, options, pairs, passages, first_stage)
+
+
 def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                      corpus: Mapping[str, Document], candidates: Run, output: str,
                      options: ScoringOptions = ScoringOptions(),
@@ -179,31 +236,12 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
                                 sources=sources)
   top, rest = split_at_depth(candidates, options.depth)
-  if reranker.pairwise:  # every ordered pair of each query's (top) candidates, whole documents
-    pairs = ordered_pairs(top)
-    passages = {docid: [document_text(corpus[docid])] for docs in top.values() for docid, _ in docs}
-    partners = {qid: [docid for docid, _ in docs] for qid, docs in top.items()}
-
-    def text_of(p):
-      return passages[p.docid][0], passages[partners[p.qid][p.window]][0]
-
-    def first_stage_of(p):  # both documents' scores
-      return first_stage[p.qid, p.docid], first_stage[p.qid, partners[p.qid][p.window]]
-  else:
-    pairs, passages = candidate_passages(top, corpus, window=options.window,
-                                         stride=options.stride, language=options.language)
-
-    def text_of(p):
-      return passages[p.docid][p.window]
-
-    def first_stage_of(p):
-      return first_stage[p.qid, p.docid]
-  if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
-    pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
   first_stage = None
   if reranker.reads_first_stage:
     first_stage = first_stage_scores(top if first_stage_run is None
                                      else first_stage_of_candidates(first_stage_run, top))
+  job = plan_job(reranker, queries, corpus, top, options, first_stage)
+  pairs = job.pairs
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
@@ -217,7 +255,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
     settings["first_stage_sha256"] = hashlib.sha256(
         json.dumps(sorted((*key, s) for key, s in first_stage.items())).encode()).hexdigest()
   shards.open_shard_directory(directory, {
-      "fingerprint": shards.fingerprint(pairs, queries, passages, settings), "settings": settings,
+      "fingerprint": shards.fingerprint(pairs, queries, job.passages, settings), "settings": settings,
       "num_shards": num_shards, "num_pairs": len(pairs)}, replace=replace_stale_shards)
 
   host, hosts = jax.process_index(), jax.process_count()
@@ -235,10 +273,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   device_params = place_params(params, reranker.param_axes(), mesh)
 
   def prepare(k: int) -> tuple[int, list, list[Batch]]:
-    chunk = shard_pairs[k]
-    examples = reranker.encode(
-        [queries[p.qid] for p in chunk], [text_of(p) for p in chunk],
-        [first_stage_of(p) for p in chunk] if first_stage is not None else None)
+    examples = reranker.encode(*job.inputs(shard_pairs[k]))
     return k, examples, reranker.batches(examples, batch_tokens=batch_tokens,
                                          row_multiple=mesh.shape["data"],
                                          length_bucket=options.length_bucket)
@@ -268,10 +303,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                             "the same directory (a shared file system)")
   rows = [row for k in range(num_shards)
           for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
-  if reranker.pairwise:
-    run, winners = pairwise_run(rows, top, options.pair_aggregation), None
-  else:
-    run, winners = shards.rank_documents(rows, options.aggregation)
+  run, winners = job.rank(rows)
   if options.depth is not None:
     run = append_below(run, rest)
   if per_passage_output:
@@ -280,7 +312,7 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
     with atomic_write(per_passage_output) as f:
       for pair, lp, pp in rows:
         if winners is None:  # a pairwise reranker's row: qid, d_i, d_j, log p(d_i > d_j), p
-          f.write(f"{pair.qid}\t{pair.docid}\t{partners[pair.qid][pair.window]}\t{lp!r}\t"
+          f.write(f"{pair.qid}\t{pair.docid}\t{job.partners[pair.qid][pair.window]}\t{lp!r}\t"
                   f"{pp!r}\n")
           continue
         best = int(winners[pair.qid, pair.docid] == pair.window)

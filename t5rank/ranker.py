@@ -1,0 +1,182 @@
+"""The Python front door: rerank from your own program, in the shape of sentence-transformers'
+CrossEncoder.
+
+    import t5rank
+    ranker = t5rank.load("castorini/monot5-base-msmarco")      # a Hub id, a path, shipped:NAME
+    ranker.rank("what is a term life policy", ["passage one", "passage two", ...], top_k=3)
+    # [{"corpus_id": 1, "score": -0.02}, {"corpus_id": 0, "score": -1.73}, ...]   best first
+    ranker.predict([("query", "passage"), ...])                   # numpy array, one score a pair
+
+Scores are those `t5rank score` writes for the same pairs with the same options (monoT5: log
+P(true), the best window's for a long text; duoT5: the aggregation of its ordered pairs; TK and
+the dual encoder: their own scores): the same code plans, encodes, batches and ranks them
+(`t5rank.ranking.scorer.plan_job`). The parameters are placed on the devices once, when the ranker
+is made; a call whose batches have shapes seen before compiles nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from t5rank.data.readers import Document
+from t5rank.ranking.candidates import append_below, first_stage_scores, split_at_depth
+from t5rank.ranking.scorer import (PRECISIONS, ScoringOptions, default_batch_tokens, plan_job,
+                                   score_batches)
+
+
+class Ranker:
+  """A reranker with its parameters placed on this host's devices (`load` makes one)."""
+
+  def __init__(self, reranker, params, *, checkpoint: str, options: ScoringOptions,
+               dtype: Optional[str] = None):
+    import jax
+
+    from t5rank.ranking.devices import place_params, scoring_mesh
+
+    self.reranker, self.checkpoint, self.options = reranker, checkpoint, options
+    self.dtype = dtype or "float32"
+    self.mesh = scoring_mesh(options.mesh_shape)
+    self.batch_tokens = options.batch_tokens or default_batch_tokens(self.mesh)
+    self.params = place_params(params, reranker.param_axes(), self.mesh)
+    self.device = self.mesh.devices.flat[0].platform
+    self._jax = jax
+
+  def __repr__(self) -> str:
+    return (f"Ranker({self.reranker.name}, checkpoint={self.checkpoint!r}, dtype={self.dtype}, "
+            f"devices={self.mesh.devices.size}x{self.device})")
+
+  @property
+  def family(self) -> str:
+    """The model family (`monot5`, `duot5`, `tk`, `dual_encoder`, ...)."""
+    return self.reranker.name
+
+  def predict(self, pairs: Sequence[tuple[str, str]],
+              first_stage_scores: Optional[Sequence[float]] = None) -> np.ndarray:
+    """One score per `(query, text)` pair, as `t5rank score` gives it (float64 array, in the
+    pairs' order). `first_stage_scores` (one per pair) for a model that reads each candidate's
+    BM25 score. A pairwise model (duoT5) scores a text against the others: use `rank`."""
+    if self.reranker.pairwise:
+      raise ValueError(f"{self.family} scores each text against the others of a query; "
+                       "use rank(query, documents)")
+    pairs = [tuple(pair) for pair in pairs]
+    if any(len(pair) != 2 or not all(isinstance(x, str) for x in pair) for pair in pairs):
+      raise ValueError("predict takes (query, text) pairs of strings")
+    queries = {str(i): q for i, (q, _) in enumerate(pairs)}
+    corpus = {str(i): Document(t) for i, (_, t) in enumerate(pairs)}
+    scores = self._first_stage(first_stage_scores, len(pairs))
+    candidates = {str(i): [(str(i), scores[i])] for i in range(len(pairs))}
+    run = self._score(queries, corpus, candidates)
+    return np.array([run[str(i)][0][1] for i in range(len(pairs))], np.float64)
+
+  def rank(self, query: str, documents: Sequence[str], top_k: Optional[int] = None,
+           return_documents: bool = False,
+           first_stage_scores: Optional[Sequence[float]] = None) -> list[dict[str, Any]]:
+    """`documents` ranked for `query`, best first: [{"corpus_id": index in `documents`, "score":
+    s[, "text": the document]}, ...], the first `top_k` (None: all). `first_stage_scores` (one per
+    document) for a model that reads each candidate's BM25 score; they also order the documents
+    for a ranker made with `depth` (only the best `depth` are reranked, the rest kept below, as
+    `t5rank score --depth`); without them the documents' order is that ranking."""
+    if not isinstance(query, str) or isinstance(documents, str) or not all(
+        isinstance(d, str) for d in documents):
+      raise ValueError("rank takes a query string and a list of document strings")
+    if top_k is not None and top_k < 1:
+      raise ValueError(f"top_k must be a positive number, got {top_k}")
+    scores = self._first_stage(first_stage_scores, len(documents))
+    corpus = {str(i): Document(text) for i, text in enumerate(documents)}
+    run = self._score({"q": query}, corpus, {"q": [(str(i), s) for i, s in enumerate(scores)]})
+    ranked = run.get("q", [])[:top_k]
+    return [{"corpus_id": int(docid), "score": score,
+             **({"text": documents[int(docid)]} if return_documents else {})}
+            for docid, score in ranked]
+
+  def _first_stage(self, given: Optional[Sequence[float]], n: int) -> list[float]:
+    """Each candidate's first-stage score: `given`, or (for a model that reads none) n, n−1, ...,
+    1, which keep the given order."""
+    if given is None:
+      if self.reranker.reads_first_stage:
+        raise ValueError(f"{self.checkpoint} reads each candidate's BM25 score in its input "
+                         "(its metadata's bm25_in_input): pass first_stage_scores, one BM25 "
+                         "score per text")
+      return [float(n - i) for i in range(n)]
+    given = [float(s) for s in given]
+    if len(given) != n:
+      raise ValueError(f"first_stage_scores has {len(given)} scores for {n} texts")
+    if not all(np.isfinite(given)):
+      raise ValueError("first_stage_scores holds a NaN or infinite score")
+    return given
+
+  def _score(self, queries, corpus, candidates):
+    """The run `t5rank score` writes for `candidates` (in memory: no files, no shards)."""
+    from t5rank.ranking.shards import rank_documents  # noqa: F401  (the scorer's own ranking)
+
+    top, rest = split_at_depth(candidates, self.options.depth)
+    first_stage = first_stage_scores(top) if self.reranker.reads_first_stage else None
+    job = plan_job(self.reranker, queries, corpus, top, self.options, first_stage)
+    if not job.pairs:
+      return {}
+    examples = self.reranker.encode(*job.inputs(job.pairs))
+    batches = self.reranker.batches(examples, batch_tokens=self.batch_tokens,
+                                    row_multiple=self.mesh.shape["data"],
+                                    length_bucket=self.options.length_bucket)
+    with self._jax.default_matmul_precision(self.options.precision):
+      state = self.reranker.shard_state(self.params, examples, mesh=self.mesh)
+      scores, p = score_batches(self.reranker, state, batches, len(examples), mesh=self.mesh)
+    if not np.all(np.isfinite(scores)):
+      raise FloatingPointError(f"{self.checkpoint} gave a NaN or infinite score")
+    run, _ = job.rank(zip(job.pairs, scores.tolist(), p.tolist()))
+    return append_below(run, rest) if self.options.depth is not None else run
+
+
+def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str] = None,
+         precision: Optional[str] = None, batch_tokens: Optional[int] = None,
+         window: int = 0, stride: int = ScoringOptions.stride, passages: str = "maxp",
+         sentence_language: str = "en", depth: Optional[int] = None,
+         aggregate: str = "sym-sum", targets=None, vocab: Optional[str] = None,
+         max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None,
+         config: Optional[str] = None, length_bucket: Optional[int] = None,
+         mesh: tuple[int, int] = (-1, 1)) -> Ranker:
+  """A `Ranker` of `checkpoint`: a path in any format t5rank reads, `shipped:NAME` or a Hugging
+  Face Hub id `ORG/NAME[@REVISION]` (`t5rank.checkpoints.locate`). The options are `t5rank
+  score`'s: `reranker` (the family, when the checkpoint's files do not say: "duot5" for a Hugging
+  Face duoT5), `dtype` ("bfloat16" casts parameters and activations), `precision` of matrix
+  products, `batch_tokens`, `window`/`stride`/`passages`/`sentence_language` (sentence windows and
+  their aggregation for long texts; `window=0`, the default here, scores whole texts, as for
+  passages), `depth` (only the best `depth` of `rank`'s documents are reranked: duoT5's K),
+  `aggregate` (duoT5's pair aggregation), `targets` ("true_false", or ("yes", "no")), `vocab`,
+  `max_length`, `bm25_in_input`, `config` (a config name, for formats without one),
+  `length_bucket` and `mesh` (data, model)."""
+  from t5rank.checkpoints.locate import local_path
+  from t5rank.checkpoints.models import load_reranker
+  from t5rank.ranking.devices import use_cpu_devices
+
+  if precision is not None and precision not in PRECISIONS:
+    raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+  if depth is not None and depth < 1:
+    raise ValueError(f"depth must be a positive number, got {depth}")
+  options = ScoringOptions(
+      aggregation=passages, window=window, stride=stride, language=sentence_language,
+      batch_tokens=batch_tokens, mesh_shape=tuple(mesh),
+      precision=precision or ("bfloat16" if dtype == "bfloat16" else "float32"),
+      length_bucket=length_bucket, depth=depth, pair_aggregation=aggregate)
+  devices_logger = logging.getLogger("t5rank.ranking.devices")
+  level = devices_logger.level
+  devices_logger.setLevel(logging.ERROR)  # JAX may have started already (a notebook): fine
+  try:
+    use_cpu_devices(None)
+  finally:
+    devices_logger.setLevel(level)
+  path = local_path(checkpoint)
+  if isinstance(targets, str) and "," in targets:
+    targets = tuple(targets.split(",", 1))
+  model, params = load_reranker(path, config_name=config, model=reranker, options={
+      "vocab": vocab, "targets": targets, "dtype": dtype, "max_length": max_length,
+      "bm25_in_input": bm25_in_input})
+  return Ranker(model, params, checkpoint=checkpoint if not os.path.isdir(checkpoint) else path,
+                options=options, dtype=dtype)
+
+
+__all__ = ["Ranker", "load"]
