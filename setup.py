@@ -44,10 +44,13 @@ setup(
     python_requires=">=3.11",
     packages=["t5rank", "t5rank.checkpoints", "t5rank.commands", "t5rank.data", "t5rank.evaluation",
               "t5rank.models", "t5rank.pipelines", "t5rank.ranking", "t5rank.retrieval",
-              "t5rank.training", "t5rank.tasks"],
+              "t5rank.training", "t5rank.tasks", "t5rank.gin"],
+    # the card's top level: tasks/ and gin/ sit beside t5rank/ in the checkout (`import tasks`,
+    # `--gin_file=gin/experiments/...`) and are carried in the package as t5rank.tasks, t5rank/gin
+    package_dir={"t5rank.tasks": "tasks", "t5rank.gin": "gin"},
     # the vocabularies, the gin files (`--gin_file=gin/experiments/...` from any directory) and the
     # shipped models (t5rank/shipped: `shipped:NAME`)
-    package_data={"t5rank": ["data/*.model", "gin/*/*.gin", "shipped/**/*"]},
+    package_data={"t5rank": ["data/*.model", "shipped/**/*"], "t5rank.gin": ["*/*.gin"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "test": ["pytest==9.2.0", "pytest-xdist==3.8.0"],
@@ -56,6 +59,9 @@ setup(
         # On a Cloud TPU VM (tpu_scripts/install.sh); libtpu comes with it, add
         # -f https://storage.googleapis.com/jax-releases/libtpu_releases.html to pip.
         "tpu": ["jax[tpu]==0.10.2"],
+        # On an NVIDIA GPU host (CUDA 12 wheels: the plugin brings its CUDA libraries):
+        # pip install -e '.[cuda]'
+        "cuda": ["jax[cuda12]==0.10.2"],
     },
     entry_points={"console_scripts": ["t5rank=t5rank.cli:main"]},
 )

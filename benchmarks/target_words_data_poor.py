@@ -43,7 +43,7 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-GIN_FILE = os.path.join(REPO, "t5rank", "gin", "experiments", "tiny_insuranceqa_cpu.gin")
+GIN_FILE = os.path.join(REPO, "gin", "experiments", "tiny_insuranceqa_cpu.gin")
 EPOCHS = 3
 LABELS = {"true_false": "true / false", "false_true": "false / true", "hot_cold": "hot / cold",
           "apple_orange": "apple / orange", "hot_orange": "hot / orange", "ab_de": "ab / de"}

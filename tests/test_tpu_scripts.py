@@ -28,7 +28,7 @@ def repo(tmp_path_factory):
   """A copy of tpu_scripts/ beside stub experiment gin files (the real ones belong to training)."""
   root = tmp_path_factory.mktemp("repo")
   shutil.copytree(os.path.join(REPO, "tpu_scripts"), root / "tpu_scripts")
-  experiments = root / "t5rank" / "gin" / "experiments"
+  experiments = root / "gin" / "experiments"
   experiments.mkdir(parents=True)
   for name in ["monot5_base_msmarco", "monot5_large_msmarco", "monot5_3B_msmarco", "my_run"]:
     (experiments / f"{name}.gin").write_text("# stub\n")

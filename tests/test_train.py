@@ -264,7 +264,7 @@ def test_the_host_syncs_only_on_log_checkpoint_and_eval_steps(tmp_path, monkeypa
 def test_every_experiment_gin_binds_a_complete_run():
   import gin
   from t5rank.training import gin_config
-  experiments = sorted(glob.glob(os.path.join(REPO, "t5rank", "gin", "experiments", "*.gin")))
+  experiments = sorted(glob.glob(os.path.join(REPO, "gin", "experiments", "*.gin")))
   assert len(experiments) >= 10
   try:
     for path in experiments:
@@ -281,7 +281,7 @@ def test_every_experiment_gin_binds_a_complete_run():
       for macro in ("MIXTURE_OR_TASK_NAME", "TRAIN_STEPS", "BATCH_SIZE", "INIT_CHECKPOINT"):
         gin.query_parameter(f"%{macro}")  # raises if missing
     gin.clear_config()
-    gin_config.parse_gin([os.path.join(REPO, "t5rank", "gin", "experiments", "monot5_3B_msmarco.gin")],
+    gin_config.parse_gin([os.path.join(REPO, "gin", "experiments", "monot5_3B_msmarco.gin")],
                         gin_config.gin_bindings(["--gin.MODEL_DIR=/tmp/x", "--gin.TRAIN_STEPS=7"]))
     assert gin.query_parameter("%TRAIN_STEPS") == 7
     assert tuple(gin.query_parameter("%MESH_SHAPE"))[1] > 1  # 3B needs model parallelism

@@ -31,10 +31,18 @@ import re
 import tokenize
 from typing import Optional, Sequence
 
-# the package directory: `gin/experiments/x.gin` and a gin file's `include 'gin/models/y.gin'`
-# resolve there (t5rank/gin/...) from any working directory, in a checkout or a pip install
 MODEL_DIR_PLACEHOLDER = "MODEL_DIR"  # in a recipe (`recipe`): wherever the run is
-GIN_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _gin_root() -> str:
+  """The directory `gin/experiments/x.gin` and a gin file's `include 'gin/models/y.gin'` resolve
+  in from any working directory: the installed package (t5rank/gin/...), else the checkout whose
+  top level holds gin/ beside t5rank/."""
+  package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return package if os.path.isdir(os.path.join(package, "gin")) else os.path.dirname(package)
+
+
+GIN_ROOT = _gin_root()
 
 
 def gin_bindings(extra: list[str]) -> list[str]:
