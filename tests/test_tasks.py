@@ -38,6 +38,28 @@ def test_import_registers_every_dataset_and_variant():
   assert t5rank.tasks.__file__.endswith("tasks/__init__.py")
 
 
+def test_the_cards_top_level_tasks_and_gin(tmp_path, monkeypatch):
+  """tasks/ and gin/ sit beside t5rank/: `import tasks` from the checkout and `import t5rank.tasks`
+  register the same tasks once; a gin file's name resolves from any working directory."""
+  import os
+  import subprocess
+  import sys
+
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  code = ("import tasks, t5rank.tasks, seqio; n = len(seqio.TaskRegistry.names()); "
+          "import t5rank.tasks.registrations; print(n == len(seqio.TaskRegistry.names()) > 100)")
+  done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                        env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"),
+                        timeout=300)
+  assert done.stdout.strip() == "True", done.stderr[-2000:]
+  assert os.path.isfile(os.path.join(root, "gin", "experiments", "tiny_insuranceqa_cpu.gin"))
+  from t5rank.training import gin_config
+
+  monkeypatch.chdir(tmp_path)
+  gin_config.parse_gin(["gin/experiments/tiny_insuranceqa_cpu.gin"], ["MODEL_DIR = 'x'"])
+  gin.clear_config()
+
+
 def test_insuranceqa_8k_tasks_tokenize_with_their_vocabulary():
   vocab = seqio_tasks.task_vocabulary("insuranceqa_en_8k_monot5_ab_de")
   assert (vocab.path, vocab.extra_ids) == (load_vocabulary("insuranceqa_en_8k").path, 0)
