@@ -22,3 +22,25 @@ def add_overwrite(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--overwrite", action="store_true",
                       help="replace an output that exists (atomically); a directory only when "
                            "this command wrote it")
+
+
+class _Renamed(argparse.Action):
+  """An old spelling of a flag, accepted for one release with a line saying its new name."""
+
+  def __init__(self, option_strings, dest, new: str = "", **kwargs):
+    self.new = new
+    super().__init__(option_strings, dest, **kwargs)
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    import sys
+
+    print(f"t5rank: {option_string} is now {self.new}; the old spelling is accepted until the "
+          "next release", file=sys.stderr)
+    setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
+def renamed(parser, old: str, new: str, dest: str, **kwargs) -> None:
+  """Accepts the flag `old` (hidden from --help) as the flag `new` (whose `dest` it sets), saying
+  so on stderr; `kwargs` as the new flag's (`type`, `nargs=0` for a switch)."""
+  parser.add_argument(old, action=_Renamed, new=new, dest=dest, help=argparse.SUPPRESS,
+                      default=argparse.SUPPRESS, **kwargs)
