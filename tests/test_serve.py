@@ -139,6 +139,11 @@ def test_both_shapes_answer_the_rankers_scores(served, ranker):
   assert cohere["id"] and cohere["meta"]["api_version"]["version"] == "1"
   plain = requests.post(served.url + "/v1/rerank", json={"query": query, "documents": texts})
   assert [set(r) for r in plain.json()["results"]] == [{"index", "relevance_score"}] * len(texts)
+  v2 = requests.post(served.url + "/v2/rerank", json={  # what cohere.ClientV2 sends
+      "model": "t5rank", "query": query, "documents": texts, "top_n": 2,
+      "max_tokens_per_doc": 4000}).json()
+  assert v2["results"] == plain.json()["results"][:2]
+  assert v2["meta"]["api_version"]["version"] == "2"
   info = requests.get(served.url + "/info").json()
   assert info["family"] == "monot5" and info["model"] == ranker.checkpoint
   assert info["limits"]["max_texts"] == 40 and info["device"].endswith("cpu")

@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
   import t5rank
   from t5rank.serving import Limits, serve
 
-  logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+  logging.basicConfig(level=logging.WARNING,
+                      format="%(asctime)s %(levelname)s %(name)s: %(message)s")
   for name in ("t5rank", "uvicorn"):
     logging.getLogger(name).setLevel(logging.INFO)
   limits = Limits(max_texts=args.max_texts, max_chars=args.max_chars)  # before the model loads

@@ -1,5 +1,6 @@
-"""`t5rank serve`: a reranking service in the two shapes RAG stacks call (text-embeddings-inference's
-`POST /rerank`, Cohere's `POST /v1/rerank`), batching the requests that arrive together.
+"""`t5rank serve`: a reranking service in the two shapes RAG stacks call (text-embeddings-
+inference's `POST /rerank`, Cohere's `POST /v1/rerank`), batching the requests that arrive
+together.
 
     batcher   the bounded queue and the one worker thread that scores several requests at once
     warmup    every batch shape compiled before /health says ready

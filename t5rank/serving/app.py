@@ -1,7 +1,7 @@
 """The HTTP side of `t5rank serve`: a Starlette application run by uvicorn.
 
     POST /rerank      text-embeddings-inference's shape  (`t5rank.serving.wire`)
-    POST /v1/rerank   Cohere's shape
+    POST /v1/rerank   Cohere's shape (and POST /v2/rerank, where Cohere's v2 clients send it)
     GET  /health      200 once warm-up has compiled every batch shape, 503 before and while stopping
     GET  /info        the model, its family, dtype and device, the compiled shapes, the limits
 
@@ -120,7 +120,9 @@ def make_app(service: Service) -> Starlette:
     return await rerank(request, wire.read_tei, wire.tei_answer)
 
   async def cohere(request: Request) -> Response:
-    return await rerank(request, wire.read_cohere, wire.cohere_answer)
+    version = "2" if request.url.path.startswith("/v2/") else "1"
+    return await rerank(request, wire.read_cohere,
+                        lambda *answer: wire.cohere_answer(*answer, version=version))
 
   async def health(request: Request) -> Response:
     if service.stopping:
@@ -144,7 +146,7 @@ def make_app(service: Service) -> Starlette:
 
   async def http(request: Request, e: HTTPException) -> Response:
     return error(e.status_code, f"{request.method} {request.url.path}: {e.detail}; the server "
-                 "answers POST /rerank, POST /v1/rerank, GET /health, GET /info")
+                 "answers POST /rerank, POST /v1/rerank, POST /v2/rerank, GET /health, GET /info")
 
   async def failed(request: Request, e: Exception) -> Response:
     logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(e).__name__, e)
@@ -157,7 +159,9 @@ def make_app(service: Service) -> Starlette:
     await run_in_threadpool(batcher.close)
 
   return Starlette(
-      routes=[Route("/rerank", tei, methods=["POST"]), Route("/v1/rerank", cohere, methods=["POST"]),
+      routes=[Route("/rerank", tei, methods=["POST"]),
+              Route("/v1/rerank", cohere, methods=["POST"]),
+              Route("/v2/rerank", cohere, methods=["POST"]),
               Route("/health", health, methods=["GET"]), Route("/info", info, methods=["GET"])],
       exception_handlers={wire.RequestError: refused, QueueFull: full, Closed: closed,
                           HTTPException: http, Exception: failed},

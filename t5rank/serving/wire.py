@@ -7,10 +7,13 @@
                      ["...", ...] (or {"text": "..."} objects), "top_n": 3, "return_documents":
                      false} -> {"id": "...", "results": [{"index": 1, "relevance_score": 0.93[,
                      "document": {"text": "..."}]}, ...], "meta": {...}}
+    POST /v2/rerank  the same, where Cohere's v2 clients send it (`cohere.ClientV2`, LangChain's
+                     CohereRerank with a base_url)
 
 Both take `first_stage_scores` (one BM25 score per text), which a model trained with the BM25
 score in its input (the shipped monoT5 and duoT5) needs. Fields the shapes define but t5rank has no
-use for (TEI's `truncate`, Cohere's `model`, `max_chunks_per_doc`) and unknown fields are ignored:
+use for (TEI's `truncate`, Cohere's `model`, `max_chunks_per_doc`, `max_tokens_per_doc`) and
+unknown fields are ignored:
 a text is always cut to the model's max_length, as `t5rank score` cuts it.
 
 `score` (TEI with raw_scores) is the score `t5rank score` writes; the normalized score (TEI's
@@ -130,13 +133,15 @@ def tei_answer(query: Query, ranking: list[tuple[int, float]], family: str) -> l
           for index, score in ranking[:query.top_n]]
 
 
-def cohere_answer(query: Query, ranking: list[tuple[int, float]], family: str) -> dict:
-  """Cohere's answer: {"id", "results": [{"index", "relevance_score"[, "document"]}], "meta"}."""
+def cohere_answer(query: Query, ranking: list[tuple[int, float]], family: str,
+                  version: str = "1") -> dict:
+  """Cohere's answer: {"id", "results": [{"index", "relevance_score"[, "document"]}], "meta"}
+  (`version`: of Cohere's API, "1" or "2")."""
   results = [{"index": index, "relevance_score": relevance(score, family),
               **({"document": {"text": query.texts[index]}} if query.return_texts else {})}
              for index, score in ranking[:query.top_n]]
   return {"id": str(uuid.uuid4()), "results": results,
-          "meta": {"api_version": {"version": "1"}, "billed_units": {"search_units": 1}}}
+          "meta": {"api_version": {"version": version}, "billed_units": {"search_units": 1}}}
 
 
 def _no_constant(name: str):
