@@ -26,6 +26,7 @@ import t5rank
 from t5rank import cli
 from t5rank.data.readers import read_run
 from t5rank.serving import Limits, make_server
+from t5rank.serving.wire import relevance as wire_relevance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIONS = dict(max_length=128, batch_tokens=512)
@@ -234,7 +235,7 @@ def test_a_body_past_the_limit_is_refused_before_it_is_read(served):
   port = int(served.url.rsplit(":", 1)[1])
   with socket.create_connection(("127.0.0.1", port)) as raw:
     raw.sendall(b"POST /rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 100000000\r\n\r\n")
+                b"Connection: close\r\nContent-Length: 100000000\r\n\r\n")
     answer = raw.makefile("rb").read().decode()
   head, _, body = answer.partition("\r\n\r\n")
   assert head.startswith("HTTP/1.1 413"), head
@@ -257,6 +258,38 @@ def test_a_model_that_reads_bm25_scores_needs_them(checkpoint, served):
     assert [r["index"] for r in answer] == [r["corpus_id"] for r in expected]
     np.testing.assert_allclose([r["score"] for r in answer], [r["score"] for r in expected],
                                atol=1e-5)
+  finally:
+    running.stop()
+
+
+def test_duot5_requests_batched_together_each_get_their_own_ranking():
+  duo = t5rank.load("shipped:duot5", depth=4)
+  running = Running(duo, warm_up=lambda r: {}, max_wait_ms=1000)
+  try:
+    running.wait_ready(10)
+    start, answers = threading.Barrier(2), [None, None]
+    bodies = [{"query": QUERIES[i], "documents": TEXTS[i][:6], "return_documents": True,
+               "first_stage_scores": [float(9 - j) for j in range(6)]} for i in (2, 3)]
+
+    def client(i: int) -> None:
+      start.wait()
+      answers[i] = requests.post(running.url + "/v1/rerank", json=bodies[i], timeout=60).json()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(2)]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join(60)
+    assert running.server.service.batcher.counts["steps"] == 1  # both in one step
+    for body, answer in zip(bodies, answers):
+      alone = duo.rank(body["query"], body["documents"],
+                       first_stage_scores=body["first_stage_scores"])
+      assert [r["index"] for r in answer["results"]] == [r["corpus_id"] for r in alone]
+      # duoT5's sym-sum over the top 4's pairs; the two below the depth kept in BM25's order
+      np.testing.assert_allclose([r["relevance_score"] for r in answer["results"]],
+                                 [wire_relevance(r["score"], "duot5") for r in alone], rtol=1e-5)
+      assert [r["document"]["text"] for r in answer["results"]] == [
+          body["documents"][r["corpus_id"]] for r in alone]
   finally:
     running.stop()
 
