@@ -35,6 +35,8 @@ INSTALL_REQUIRES = [
     "faiss-cpu==1.15.1",  # ANN search (exact IndexFlatIP, HNSW) over dense indexes (`t5rank index`)
     "scikit-learn==1.9.1",  # TF-IDF, the first-stage baseline of the dense retrieval comparison
     "matplotlib==3.10.9",  # the comparison chart of `t5rank demo` (Agg backend, no display)
+    "starlette==1.10.0",  # `t5rank serve`'s HTTP application (ASGI)
+    "uvicorn==0.54.0",  # the ASGI server that runs it (its pure-Python h11 protocol)
 ]
 
 setup(
@@ -44,7 +46,7 @@ setup(
     python_requires=">=3.11",
     packages=["t5rank", "t5rank.checkpoints", "t5rank.commands", "t5rank.data", "t5rank.evaluation",
               "t5rank.models", "t5rank.pipelines", "t5rank.ranking", "t5rank.retrieval",
-              "t5rank.training", "t5rank.tasks", "t5rank.gin"],
+              "t5rank.serving", "t5rank.training", "t5rank.tasks", "t5rank.gin"],
     # the card's top level: tasks/ and gin/ sit beside t5rank/ in the checkout (`import tasks`,
     # `--gin_file=gin/experiments/...`) and are carried in the package as t5rank.tasks, t5rank/gin
     package_dir={"t5rank.tasks": "tasks", "t5rank.gin": "gin"},

@@ -34,6 +34,12 @@ reported as such and the others go on):
               (random weights; what castorini's checkpoints are) in bfloat16: monoT5 over BM25's
               top 100, duoT5 over its top 10, of the first HF_QUERIES queries: each stage's
               pairs/s, first run and cached
+  serve       `t5rank serve` with the shipped monoT5 under 1, 8 and 32 concurrent clients on
+              loopback (`serve_load.measure`: InsuranceQA requests of 20 to 100 answers with
+              their BM25 scores): pairs/s against `t5rank score`'s offline rate on the same pairs,
+              median and p99 latency, failed and lost requests, then past the queue limit only
+              503s; start-up to ready and the exit status after SIGTERM (not run by `tiny` unless
+              named in --sections)
 `prepare` writes the inputs (the first --queries test queries' pools, their answers, judgments,
 BM25's run, the demo's fusion weights), the CPU's reference scores, rates and cascade, and a
 paper-size TK built on --tk's word list.
@@ -461,19 +467,46 @@ def run(args: argparse.Namespace) -> Report:
         report.add("T5-base cascade", f"{label}: {t['name']}", t["pairs_per_second"],
                    f"pairs/s; {t['pairs']} pairs in {t['seconds']} s")
 
+  def serve_section(budget: float) -> None:
+    import serve_load
+
+    def row(phase: dict, result: dict) -> None:
+      failed = sum(n for status, n in phase["statuses"].items() if status != 200)
+      report.add("serve", f"{phase['clients']} clients: pairs/s", phase["rate"],
+                 f"{phase['rate'] / result['offline']['rate']:.0%} of offline; median "
+                 f"{phase['median_ms']:.0f} ms, p99 {phase['p99_ms']:.0f} ms; {phase['answered']} "
+                 f"of {phase['requests']} answered, {failed} failed, {phase['lost']} lost")
+
+    seconds = max(5.0, (budget - 60) / 4.5)  # start-up, offline; 3 phases and half a one past
+    result = serve_load.measure(f"{inputs}/monot5", seconds=seconds, overload_seconds=seconds / 2,
+                                queries=60 if tiny else 300, start_timeout=budget / 3)
+    report.add("serve", "offline: t5rank score", result["offline"]["rate"],
+               f"pairs/s over {result['offline']['pairs']} pairs; server ready in "
+               f"{result['ready_s']:.1f} s")
+    for phase in result["phases"]:
+      row(phase, result)
+    past = result["overload"]
+    others = sum(n for status, n in past["statuses"].items() if status not in (200, 503))
+    report.add("serve", f"{past['clients']} clients past the queue: 503s",
+               past["statuses"].get(503, 0), f"{past['answered']} answered, {others} other "
+               f"failures, {past['lost']} lost, {past['retry_after_missing']} without Retry-After")
+    report.add("serve", "exit status after SIGTERM", result["exit"])
+
   budgets = {"peak": 30, "precision": 150, "TK": 150, "step": 100, "end to end": 130,
-             "cascade": 330, "T5-base cascade": 250}
+             "cascade": 330, "T5-base cascade": 250, "serve": 180}
   # with tiny shapes on a CPU: a fifth, but the cascades' one run each loads every model
   tiny_share = {"cascade": 0.5, "T5-base cascade": 0.5}
   sections = {"peak": peak_section, "precision": precision_section, "TK": tk_section,
               "step": step_section, "end to end": end_to_end_section, "cascade": cascade_section,
-              "T5-base cascade": t5_base_cascade_section}
+              "T5-base cascade": t5_base_cascade_section, "serve": serve_section}
   for given in filter(None, (args.seconds or "").split(",")):  # e.g. "cascade=420"
     name, _, seconds = (part.strip() for part in given.partition("="))
     if name not in budgets:
       raise SystemExit(f"--seconds: no section {name!r} (the sections: {', '.join(budgets)})")
     budgets[name] = float(seconds)
   for name, fn in sections.items():
+    if tiny and name == "serve" and not args.sections:  # minutes of load: only when named
+      continue
     if not args.sections or name in args.sections.split(","):
       report.section(name, budgets[name] * (tiny_share.get(name, 0.2) if tiny else 1), fn)
   print(report.table(), flush=True)

@@ -31,6 +31,7 @@ COMMANDS = {
     "embeddings": "t5rank.commands.embeddings",
     "explain": "t5rank.commands.explain",
     "ensemble": "t5rank.commands.ensemble",
+    "serve": "t5rank.commands.serve",
 }
 
 
@@ -38,7 +39,7 @@ COMMANDS = {
 QUIET_LOGGERS = ("jax._src.xla_bridge", "absl")
 # commands that compile JAX programs (t5rank.compilation caches them across runs)
 COMPILING_COMMANDS = ("score", "rerank", "train", "demo", "index", "retrieve", "explain",
-                      "teacher")
+                      "teacher", "serve")
 # commands whose data pipeline imports TensorFlow (SeqIO)
 TENSORFLOW_COMMANDS = ("train", "demo", "inspect-task")
 

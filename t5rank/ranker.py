@@ -16,6 +16,7 @@ is made; a call whose batches have shapes seen before compiles nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Any, Optional, Sequence
@@ -24,8 +25,8 @@ import numpy as np
 
 from t5rank.data.readers import Document
 from t5rank.ranking.candidates import append_below, first_stage_scores, split_at_depth
-from t5rank.ranking.scorer import (PRECISIONS, ScoringOptions, default_batch_tokens, plan_job,
-                                   score_batches)
+from t5rank.ranking.scorer import (PRECISIONS, ScoringJob, ScoringOptions, default_batch_tokens,
+                                   plan_job, score_batches)
 
 
 class Ranker:
@@ -80,18 +81,25 @@ class Ranker:
     document) for a model that reads each candidate's BM25 score; they also order the documents
     for a ranker made with `depth` (only the best `depth` are reranked, the rest kept below, as
     `t5rank score --depth`); without them the documents' order is that ranking."""
+    if top_k is not None and top_k < 1:
+      raise ValueError(f"top_k must be a positive number, got {top_k}")
+    planned = self.plan_ranking(query, documents, first_stage_scores)
+    ranked = planned.ranking(*self.score_examples(planned.examples))[:top_k]
+    return [{"corpus_id": index, "score": score,
+             **({"text": documents[index]} if return_documents else {})}
+            for index, score in ranked]
+
+  def plan_ranking(self, query: str, documents: Sequence[str],
+                   first_stage_scores: Optional[Sequence[float]] = None) -> "PlannedRun":
+    """What `rank` scores for `documents` (checked as `rank` checks them): a `PlannedRun` whose
+    `examples` go through `score_examples` (alone, or with other plans' examples: the scores of
+    an example do not depend on its neighbours) and whose `ranking` is `rank`'s answer."""
     if not isinstance(query, str) or isinstance(documents, str) or not all(
         isinstance(d, str) for d in documents):
       raise ValueError("rank takes a query string and a list of document strings")
-    if top_k is not None and top_k < 1:
-      raise ValueError(f"top_k must be a positive number, got {top_k}")
     scores = self._first_stage(first_stage_scores, len(documents))
     corpus = {str(i): Document(text) for i, text in enumerate(documents)}
-    run = self._score({"q": query}, corpus, {"q": [(str(i), s) for i, s in enumerate(scores)]})
-    ranked = run.get("q", [])[:top_k]
-    return [{"corpus_id": int(docid), "score": score,
-             **({"text": documents[int(docid)]} if return_documents else {})}
-            for docid, score in ranked]
+    return self.plan({"q": query}, corpus, {"q": [(str(i), s) for i, s in enumerate(scores)]})
 
   def _first_stage(self, given: Optional[Sequence[float]], n: int) -> list[float]:
     """Each candidate's first-stage score: `given`, or (for a model that reads none) n, n−1, ...,
@@ -109,16 +117,21 @@ class Ranker:
       raise ValueError("first_stage_scores holds a NaN or infinite score")
     return given
 
-  def _score(self, queries, corpus, candidates):
-    """The run `t5rank score` writes for `candidates` (in memory: no files, no shards)."""
-    from t5rank.ranking.shards import rank_documents  # noqa: F401  (the scorer's own ranking)
-
+  def plan(self, queries, corpus, candidates) -> "PlannedRun":
+    """The plan of the run `t5rank score` writes for `candidates` (in memory: no files, no
+    shards): the examples of each query's top candidates and how their scores become the run."""
     top, rest = split_at_depth(candidates, self.options.depth)
     first_stage = first_stage_scores(top) if self.reranker.reads_first_stage else None
     job = plan_job(self.reranker, queries, corpus, top, self.options, first_stage)
-    if not job.pairs:
-      return {}
-    examples = self.reranker.encode(*job.inputs(job.pairs))
+    examples = self.reranker.encode(*job.inputs(job.pairs)) if job.pairs else []
+    return PlannedRun(job, examples, rest if self.options.depth is not None else None)
+
+  def score_examples(self, examples: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(score, P), each (len(examples),) float32, of encoded examples (`plan`'s, or several plans'
+    concatenated), batched and scored as `t5rank score` does; FloatingPointError when a score is
+    NaN or infinite."""
+    if not len(examples):
+      return np.zeros(0, np.float32), np.zeros(0, np.float32)
     batches = self.reranker.batches(examples, batch_tokens=self.batch_tokens,
                                     row_multiple=self.mesh.shape["data"],
                                     length_bucket=self.options.length_bucket)
@@ -127,9 +140,31 @@ class Ranker:
       scores, p = score_batches(self.reranker, state, batches, len(examples), mesh=self.mesh)
     if not np.all(np.isfinite(scores)):
       raise FloatingPointError(f"{self.checkpoint} gave a NaN or infinite score")
-    run, _ = job.rank(zip(job.pairs, scores.tolist(), p.tolist()))
-    return append_below(run, rest) if self.options.depth is not None else run
+    return scores, p
 
+  def _score(self, queries, corpus, candidates):
+    """The run `t5rank score` writes for `candidates` (in memory: no files, no shards)."""
+    planned = self.plan(queries, corpus, candidates)
+    return planned.run(*self.score_examples(planned.examples))
+
+
+@dataclasses.dataclass
+class PlannedRun:
+  """A run to score (`Ranker.plan`): `examples`, the model inputs of each query's top candidates,
+  and how their scores make the run (`run`); `rest`, the candidates below the depth (None
+  without one)."""
+  job: ScoringJob
+  examples: list
+  rest: Optional[dict]
+
+  def run(self, scores: np.ndarray, p: np.ndarray) -> dict:
+    """The run of the examples' (score, P), in `examples`' order: {qid: [(docid, score), ...]}."""
+    run, _ = self.job.rank(zip(self.job.pairs, scores.tolist(), p.tolist()))
+    return append_below(run, self.rest) if self.rest is not None else run
+
+  def ranking(self, scores: np.ndarray, p: np.ndarray) -> list[tuple[int, float]]:
+    """`plan_ranking`'s answer: (index in the documents, score), best first."""
+    return [(int(docid), score) for docid, score in self.run(scores, p).get("q", [])]
 
 def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str] = None,
          precision: Optional[str] = None, batch_tokens: Optional[int] = None,
@@ -179,4 +214,4 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
                 options=options, dtype=dtype)
 
 
-__all__ = ["Ranker", "load"]
+__all__ = ["PlannedRun", "Ranker", "load"]

@@ -1,0 +1,120 @@
+"""`t5rank serve`: a reranking service over HTTP; the server is in `t5rank.serving`.
+
+    t5rank serve --checkpoint shipped:tk --port 8080
+    curl -s localhost:8080/rerank -H 'Content-Type: application/json' \\
+      -d '{"query": "what is term life", "texts": ["Term life lasts 20 years.", "Car cover."]}'
+
+POST /rerank (text-embeddings-inference's shape), POST /v1/rerank (Cohere's), GET /health (200
+once every batch shape is compiled), GET /info. Requests that arrive together are scored together;
+each answer is what `t5rank score` gives its texts. docs/serving.md has the clients and the limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from t5rank.commands import positive_int
+from t5rank.commands.score import MODELS, mesh_shape, parse_targets
+from t5rank.ranking import scorer
+from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE
+from t5rank.ranking.scorer import PAIR_AGGREGATIONS
+
+
+def add_parser(subparsers) -> None:
+  p = subparsers.add_parser("serve", help="serve a reranker over HTTP (TEI's /rerank, Cohere's "
+                            "/v1/rerank)", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--checkpoint", required=True,
+                 help="a checkpoint path in any format t5rank reads, shipped:NAME, or a Hugging "
+                      "Face Hub id ORG/NAME[@REVISION]")
+  p.add_argument("--host", default="127.0.0.1",
+                 help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for "
+                      "every interface, behind a proxy that authenticates: there is no "
+                      "authentication here)")
+  p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+  model = p.add_argument_group("the model and its scoring (as t5rank score's)")
+  model.add_argument("--reranker", choices=sorted(MODELS),
+                     help="what the checkpoint is when its files do not say (a Hugging Face "
+                          "duoT5: --reranker duot5)")
+  model.add_argument("--config", help="model config name, for checkpoints without one")
+  model.add_argument("--dtype", choices=("float32", "bfloat16"),
+                     help="cast the parameters and activations (default: as stored)")
+  model.add_argument("--precision", choices=scorer.PRECISIONS,
+                     help="matrix products (default: bfloat16 with --dtype bfloat16, else float32)")
+  model.add_argument("--batch-tokens", type=positive_int,
+                     help="padded tokens per batch (default: 2048 per CPU device, 131072 per "
+                          "GPU, 16384 per TPU core)")
+  model.add_argument("--length-bucket", type=positive_int, metavar="N",
+                     help="pad lengths to multiples of N: fewer shapes to compile at start-up, "
+                          "more padding (default: the model's own, 64 tokens for monoT5)")
+  model.add_argument("--window", type=int, default=0,
+                     help="sentences per window of a long text, MaxP over them (default 0: "
+                          "whole texts, cut at --max-length, as for passages)")
+  model.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
+                     help=f"sentences between window starts (default {DOCUMENT_STRIDE})")
+  model.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
+                     help="how window scores make a text's score (default maxp)")
+  model.add_argument("--sentence-language", default="en", metavar="CODE",
+                     help="the sentence splitter's language for --window (default en)")
+  model.add_argument("--depth", type=positive_int, metavar="K",
+                     help="rerank only the best K texts of a request by their first_stage_scores "
+                          "(or their order), the rest kept below (duoT5's K)")
+  model.add_argument("--aggregate", choices=PAIR_AGGREGATIONS, default="sym-sum",
+                     help="a pairwise reranker's (duoT5) aggregation of its pairs")
+  model.add_argument("--targets", help="target words: true_false, or positive,negative")
+  model.add_argument("--vocab", help="vocabulary: a name or a SentencePiece model")
+  model.add_argument("--max-length", type=positive_int,
+                     help="input tokens, at most (default: the checkpoint's training length, "
+                          "else 512)")
+  model.add_argument("--bm25-in-input", action=argparse.BooleanOptionalAction, default=None,
+                     help="write each text's first_stage_scores entry into the input (default: "
+                          "as the checkpoint's metadata.json says)")
+  model.add_argument("--mesh", type=mesh_shape, default=(-1, 1), metavar="DATA,MODEL",
+                     help="device mesh over this host's devices (default -1,1)")
+  limits = p.add_argument_group("limits")
+  limits.add_argument("--max-texts", type=positive_int, default=1000,
+                      help="texts in one request, at most (413 past it; default 1000)")
+  limits.add_argument("--max-chars", type=positive_int, default=10_000,
+                      help="characters of one text or query, at most (413 past it; default 10000)")
+  limits.add_argument("--max-queue", type=positive_int, default=4096,
+                      help="texts admitted and not yet answered, over all requests (503 with "
+                           "Retry-After past it; default 4096)")
+  limits.add_argument("--max-batch-pairs", type=positive_int, default=1024,
+                      help="model inputs scored in one step, over the requests it takes (at "
+                           "least one request; default 1024)")
+  limits.add_argument("--max-wait-ms", type=float, default=5.0,
+                      help="how long a step waits for more requests once one is queued "
+                           "(default 5)")
+  limits.add_argument("--max-connections", type=positive_int, default=512,
+                      help="open connections, at most (503 past it; default 512)")
+  limits.add_argument("--drain-seconds", type=float, default=30.0,
+                      help="after SIGTERM, how long the requests in flight may take (default 30)")
+  p.add_argument("--access-log", action="store_true", help="log every request (uvicorn's log)")
+  p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  import t5rank
+  from t5rank.serving import Limits, serve
+
+  logging.basicConfig(level=logging.WARNING,
+                      format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+  for name in ("t5rank", "uvicorn"):
+    logging.getLogger(name).setLevel(logging.INFO)
+  limits = Limits(max_texts=args.max_texts, max_chars=args.max_chars)  # before the model loads
+  if args.max_wait_ms < 0 or args.drain_seconds < 0:
+    raise ValueError("--max-wait-ms and --drain-seconds must be >= 0")
+  if not 0 <= args.port < 65536:
+    raise ValueError(f"--port must be a port number (0 to 65535), got {args.port}")
+  ranker = t5rank.load(
+      args.checkpoint, reranker=args.reranker, dtype=args.dtype, precision=args.precision,
+      batch_tokens=args.batch_tokens, window=args.window, stride=args.stride,
+      passages=args.passages, sentence_language=args.sentence_language, depth=args.depth,
+      aggregate=args.aggregate, targets=parse_targets(args.targets) if args.targets else None,
+      vocab=args.vocab, max_length=args.max_length, bm25_in_input=args.bm25_in_input,
+      config=args.config, length_bucket=args.length_bucket, mesh=args.mesh)
+  return serve(ranker, host=args.host, port=args.port, limits=limits, max_queue=args.max_queue,
+               max_batch_pairs=args.max_batch_pairs, max_wait_ms=args.max_wait_ms,
+               max_connections=args.max_connections, drain_seconds=args.drain_seconds,
+               access_log=args.access_log)

@@ -1,0 +1,262 @@
+"""The HTTP side of `t5rank serve`: a Starlette application run by uvicorn.
+
+    POST /rerank      text-embeddings-inference's shape  (`t5rank.serving.wire`)
+    POST /v1/rerank   Cohere's shape (and POST /v2/rerank, where Cohere's v2 clients send it)
+    GET  /health      200 once warm-up has compiled every batch shape, 503 before and while stopping
+    GET  /info        the model, its family, dtype and device, the compiled shapes, the limits
+
+A request is read (at most `Limits.max_body_bytes`), checked (`wire`), admitted to the batcher's
+bounded queue (past it: 503 with Retry-After), planned and encoded in a thread of its own, then
+scored with the requests that arrive with it (`t5rank.serving.batcher`). Every refusal and every
+failure is a JSON object `{"error": "one line"}`; no endpoint reads or writes a file. SIGTERM (or
+Ctrl-C) makes new requests 503, lets uvicorn stop listening and answer the requests in flight, then
+`serve` returns 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import threading
+import time
+from typing import Callable, Optional
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from t5rank.serving import wire
+from t5rank.serving.batcher import Batcher, Closed, QueueFull
+
+logger = logging.getLogger(__name__)
+
+
+class ClientGone(Exception):
+  """The client closed its connection before its answer was ready."""
+
+
+class Service:
+  """What the routes share: the ranker, its batcher, the request limits, and `stopping` (set on
+  SIGTERM: new requests are refused while those in flight finish)."""
+
+  def __init__(self, ranker, batcher: Batcher, limits: wire.Limits):
+    self.ranker, self.batcher, self.limits = ranker, batcher, limits
+    self.stopping = False
+    self.started = time.time()
+
+  def info(self) -> dict:
+    """GET /info's answer."""
+    ranker, reranker, batcher = self.ranker, self.ranker.reranker, self.batcher
+    return {
+        "model": ranker.checkpoint, "family": ranker.family, "description": reranker.describe(),
+        "dtype": ranker.dtype, "precision": ranker.options.precision,
+        "device": f"{ranker.mesh.devices.size}x{ranker.device}",
+        "max_length": getattr(reranker, "max_length", None),
+        "reads_first_stage_scores": reranker.reads_first_stage,
+        "score": ("log P(relevant); normalized: P" if ranker.family in wire.LOG_PROBABILITY_FAMILIES
+                  else "the model's score; normalized: sigmoid"),
+        "batch_tokens": ranker.batch_tokens, "window": ranker.options.window,
+        "depth": ranker.options.depth,
+        "warm_up": {"ready": batcher.ready.is_set(), **batcher.warm_up_report},
+        "limits": {"max_texts": self.limits.max_texts, "max_chars": self.limits.max_chars,
+                   "max_body_bytes": self.limits.max_body_bytes, "max_queue": batcher.max_queue,
+                   "max_batch_pairs": batcher.max_batch_pairs,
+                   "max_wait_ms": batcher.max_wait * 1000},
+        "queue": {"texts": batcher.held, **batcher.counts},
+        "uptime_s": round(time.time() - self.started, 1),
+    }
+
+
+def error(status: int, message: str, retry_after: Optional[int] = None) -> JSONResponse:
+  """A refusal: {"error": one line}, with Retry-After when given."""
+  return JSONResponse({"error": " ".join(str(message).split())}, status_code=status,
+                      headers={"Retry-After": str(retry_after)} if retry_after else None)
+
+
+def make_app(service: Service) -> Starlette:
+  """The Starlette application of `service` (module docstring); its lifespan starts the batcher
+  (warm-up first) and, at shutdown, lets it finish its queue."""
+  ranker, batcher, limits = service.ranker, service.batcher, service.limits
+  family = ranker.family
+
+  async def rerank(request: Request, read: Callable, answer: Callable) -> Response:
+    if service.stopping:
+      return error(503, "the server is stopping: send the request to another one", 5)
+    try:
+      body = await read_body(request, limits.max_body_bytes)
+    except ClientDisconnect:
+      return Response(status_code=499)
+    query = read(wire.parse_body(body), limits)
+    ticket = batcher.admit(len(query.texts))
+    submitted = False
+    try:
+      try:
+        planned = await run_in_threadpool(ranker.plan_ranking, query.query, query.texts,
+                                          query.first_stage_scores)
+      except ValueError as e:  # e.g. a model that reads BM25 scores and got none
+        raise wire.RequestError(422, str(e)) from None
+      future = batcher.submit(ticket, planned)
+      submitted = True
+    finally:
+      if not submitted:
+        batcher.release(ticket)
+    try:
+      ranking = await until_answered(request, future)
+    except ClientGone:
+      return Response(status_code=499)  # nobody reads it
+    except Exception as e:  # the step failed (e.g. a NaN score): this request's answer
+      logger.error("a request failed: %s: %s", type(e).__name__, e)
+      return error(500, f"scoring failed: {type(e).__name__}: {e}")
+    return JSONResponse(answer(query, ranking, family))
+
+  async def tei(request: Request) -> Response:
+    return await rerank(request, wire.read_tei, wire.tei_answer)
+
+  async def cohere(request: Request) -> Response:
+    version = "2" if request.url.path.startswith("/v2/") else "1"
+    return await rerank(request, wire.read_cohere,
+                        lambda *answer: wire.cohere_answer(*answer, version=version))
+
+  async def health(request: Request) -> Response:
+    if service.stopping:
+      return JSONResponse({"status": "stopping"}, status_code=503)
+    if not batcher.ready.is_set():
+      return JSONResponse({"status": "warming up"}, status_code=503,
+                          headers={"Retry-After": "5"})
+    return JSONResponse({"status": "ok"})
+
+  async def info(request: Request) -> Response:
+    return JSONResponse(service.info())
+
+  async def refused(request: Request, e: wire.RequestError) -> Response:
+    return error(e.status, str(e))
+
+  async def full(request: Request, e: QueueFull) -> Response:
+    return error(503, str(e), e.retry_after)
+
+  async def closed(request: Request, e: Closed) -> Response:
+    return error(503, f"{e}: retry later", 5)
+
+  async def http(request: Request, e: HTTPException) -> Response:
+    return error(e.status_code, f"{request.method} {request.url.path}: {e.detail}; the server "
+                 "answers POST /rerank, POST /v1/rerank, POST /v2/rerank, GET /health, GET /info")
+
+  async def failed(request: Request, e: Exception) -> Response:
+    logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(e).__name__, e)
+    return error(500, f"scoring failed: {type(e).__name__}: {e}")
+
+  @contextlib.asynccontextmanager
+  async def lifespan(app):
+    batcher.start()
+    yield
+    await run_in_threadpool(batcher.close)
+
+  return Starlette(
+      routes=[Route("/rerank", tei, methods=["POST"]),
+              Route("/v1/rerank", cohere, methods=["POST"]),
+              Route("/v2/rerank", cohere, methods=["POST"]),
+              Route("/health", health, methods=["GET"]), Route("/info", info, methods=["GET"])],
+      exception_handlers={wire.RequestError: refused, QueueFull: full, Closed: closed,
+                          HTTPException: http, Exception: failed},
+      lifespan=lifespan)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+  """The request's body, refused (413) as soon as it passes `limit` bytes."""
+  too_large = wire.RequestError(413, f"the body is larger than {limit} bytes, what --max-texts "
+                                     "texts of --max-chars characters take")
+  length = request.headers.get("content-length", "")
+  if length.isdigit() and int(length) > limit:
+    raise too_large
+  chunks, size = [], 0
+  async for chunk in request.stream():
+    size += len(chunk)
+    if size > limit:
+      raise too_large
+    chunks.append(chunk)
+  return b"".join(chunks)
+
+
+async def until_answered(request: Request, future) -> list:
+  """The batcher's answer to `future`; ClientGone (and the request dropped from the queue, or its
+  answer discarded) when the client disconnects first."""
+  answer = asyncio.wrap_future(future)
+
+  async def disconnected() -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+      pass
+
+  gone = asyncio.ensure_future(disconnected())
+  try:
+    await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+  finally:
+    gone.cancel()
+  if not answer.done():
+    answer.cancel()  # still queued: the worker skips it
+    raise ClientGone()
+  return answer.result()
+
+
+class Server(uvicorn.Server):
+  """uvicorn's server that, on SIGTERM or SIGINT, first marks the service stopping (new requests
+  503), then stops as uvicorn does: no new connections, the requests in flight answered."""
+
+  def __init__(self, config: uvicorn.Config, service: Service):
+    super().__init__(config)
+    self.service = service
+
+  def handle_exit(self, sig, frame) -> None:
+    if not self.service.stopping:
+      logger.info("stopping: new requests are refused; finishing %d queued texts",
+                  self.service.batcher.held)
+    self.service.stopping = True
+    super().handle_exit(sig, frame)
+
+
+def make_server(ranker, *, host: str = "127.0.0.1", port: int = 8080,
+                limits: wire.Limits = wire.Limits(), max_queue: int = 4096,
+                max_batch_pairs: int = 1024, max_wait_ms: float = 5.0,
+                max_connections: int = 512, drain_seconds: float = 30.0,
+                access_log: bool = False, warm_up: Optional[Callable] = None) -> Server:
+  """The server of `ranker` (not started): `limits` per request, the batcher's `max_queue`,
+  `max_batch_pairs` and `max_wait_ms`, at most `max_connections` open connections (uvicorn
+  answers 503 past them), `drain_seconds` to finish the requests in flight after SIGTERM.
+  `warm_up(ranker)` (default: `t5rank.serving.warmup.warm_up`) runs before /health is 200."""
+  if warm_up is None:
+    from t5rank.serving.warmup import warm_up
+  batcher = Batcher(ranker, max_queue=max_queue, max_batch_pairs=max_batch_pairs,
+                    max_wait_ms=max_wait_ms, warm_up=warm_up)
+  service = Service(ranker, batcher, limits)
+  config = uvicorn.Config(make_app(service), host=host, port=port, lifespan="on",
+                          access_log=access_log, limit_concurrency=max_connections,
+                          timeout_graceful_shutdown=drain_seconds, log_config=None)
+  return Server(config, service)
+
+
+def serve(ranker, *, sock: Optional[socket.socket] = None, **options) -> int:
+  """Serves `ranker` until SIGTERM or SIGINT (`make_server`'s `options`), then returns 0 once the
+  requests in flight are answered. `sock`: an already bound socket to serve on."""
+  server = make_server(ranker, **options)
+  config = server.config
+  logger.info("serving %s (%s) on http://%s:%d; warming up", ranker.checkpoint, ranker.family,
+              config.host, config.port)
+  handlers = {}
+  if threading.current_thread() is threading.main_thread():
+    # uvicorn sends itself the signal again once stopped; this makes that second one a no-op,
+    # so a graceful stop exits 0
+    handlers = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+  try:
+    server.run(sockets=[sock] if sock is not None else None)
+  finally:
+    for sig, handler in handlers.items():
+      signal.signal(sig, handler)
+  if server.service.batcher.counts:
+    logger.info("stopped after %s", dict(server.service.batcher.counts))
+  return 0
