@@ -109,7 +109,7 @@ def main() -> None:
     def retrieve(name: str, *flags: str) -> None:
       path = os.path.join(out, f"{name}.run")
       start = time.perf_counter()
-      line = cli("retrieve", "--queries", files["queries.tsv"], "--output", path, "--k", "1000",
+      line = cli("retrieve", "--queries", files["queries.tsv"], "--output", path, "--depth", "1000",
                  "--overwrite", *flags).strip()
       report["timings"][f"{split}/{name}"] = {"seconds": time.perf_counter() - start, "log": line}
       print(f"{split} {name}: {line}", flush=True)

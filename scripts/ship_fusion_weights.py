@@ -1,10 +1,10 @@
 """Ships the English cascade's fusion weights with its models: t5rank/shipped/
 insuranceqa_cascade_weights.json, read by `t5rank demo` instead of tuning them again.
 
-    t5rank demo --workdir runs/ship_weights          # the shipped models; weights tuned on the
+    t5rank demo --output runs/ship_weights          # the shipped models; weights tuned on the
                                                      # first 1,000 validation queries
     python scripts/ship_fusion_weights.py runs/ship_weights \\
-        --command "t5rank demo --workdir runs/ship_weights"
+        --command "t5rank demo --output runs/ship_weights"
 
 WORKDIR is a finished `t5rank demo` (the English cascade) whose every model was the shipped one
 and whose weights were tuned there (not read from a shipped file). The file holds the weights

@@ -169,7 +169,7 @@ class PlannedRun:
 def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str] = None,
          precision: Optional[str] = None, batch_tokens: Optional[int] = None,
          window: int = 0, stride: int = ScoringOptions.stride, passages: str = "maxp",
-         sentence_language: str = "en", depth: Optional[int] = None,
+         language: str = "en", depth: Optional[int] = None,
          aggregate: str = "sym-sum", targets=None, vocab: Optional[str] = None,
          max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None,
          config: Optional[str] = None, length_bucket: Optional[int] = None,
@@ -178,7 +178,7 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
   Face Hub id `ORG/NAME[@REVISION]` (`t5rank.checkpoints.locate`). The options are `t5rank
   score`'s: `reranker` (the family, when the checkpoint's files do not say: "duot5" for a Hugging
   Face duoT5), `dtype` ("bfloat16" casts parameters and activations), `precision` of matrix
-  products, `batch_tokens`, `window`/`stride`/`passages`/`sentence_language` (sentence windows and
+  products, `batch_tokens`, `window`/`stride`/`passages`/`language` (sentence windows and
   their aggregation for long texts; `window=0`, the default here, scores whole texts, as for
   passages), `depth` (only the best `depth` of `rank`'s documents are reranked: duoT5's K),
   `aggregate` (duoT5's pair aggregation), `targets` ("true_false", or ("yes", "no")), `vocab`,
@@ -193,7 +193,7 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
   if depth is not None and depth < 1:
     raise ValueError(f"depth must be a positive number, got {depth}")
   options = ScoringOptions(
-      aggregation=passages, window=window, stride=stride, language=sentence_language,
+      aggregation=passages, window=window, stride=stride, language=language,
       batch_tokens=batch_tokens, mesh_shape=tuple(mesh),
       precision=precision or ("bfloat16" if dtype == "bfloat16" else "float32"),
       length_bucket=length_bucket, depth=depth, pair_aggregation=aggregate)

@@ -355,7 +355,7 @@ def test_index_resumes_and_refuses_another_encoder(tmp_path, monkeypatch):
   queries.write_text("q1\tcar insurance\nq2\tannuity income\n")
   out = tmp_path / "dense.run"
   assert cli.main(["retrieve", "--dense", index, "--queries", str(queries), "--output", str(out),
-                   "--k", "3", "--search", "flat"]) == 0
+                   "--depth", "3", "--search", "flat"]) == 0
   lines = out.read_text().splitlines()
   assert len(lines) == 6 and lines[0].split()[0] == "q1" and lines[0].split()[-1] == "dense"
   with pytest.raises(SystemExit, match="built with another encoder"):
@@ -509,7 +509,7 @@ def test_retrieve_tfidf_through_the_cli_and_dense_options_without_an_index(tmp_p
   queries.write_text("q1\tcar deductible\n")
   out = tmp_path / "tfidf.run"
   assert cli.main(["retrieve", "--tfidf", "--corpus", corpus_file(tmp_path), "--queries",
-                   str(queries), "--output", str(out), "--k", "2"]) == 0
+                   str(queries), "--output", str(out), "--depth", "2"]) == 0
   lines = [line.split() for line in out.read_text().splitlines()]
   assert [line[2] for line in lines] == ["d5", "d1"] and lines[0][-1] == "tfidf"
   with pytest.raises(SystemExit, match="options of --dense"):

@@ -210,13 +210,13 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
 def test_each_demo_job_refuses_the_others_work_directory(demo, tmp_path):
   workdir, _ = demo
   with pytest.raises(SystemExit, match="holds files this command did not write"):
-    cli.main(["demo", "--monot5-only", "--workdir", workdir])
+    cli.main(["demo", "--monot5-only", "--output", workdir])
   single = tmp_path / "single"
   (single / "model").mkdir(parents=True)
   (single / "model" / "recipe.json").write_text("{}")
   (single / "results.json").write_text("{}")
   with pytest.raises(SystemExit, match="holds files this command did not write"):
-    cli.main(["demo", "--workdir", str(single)])
+    cli.main(["demo", "--output", str(single)])
 
 
 def test_a_model_trained_from_another_init_is_not_reused(tmp_path, monkeypatch):
@@ -323,9 +323,9 @@ def test_the_teacher_is_made_again_when_a_member_is_retrained_in_place(tmp_path,
 
 def test_distil_goes_with_the_cascade_only(tmp_path):
   with pytest.raises(SystemExit, match="--distil goes with the English cascade"):
-    cli.main(["demo", "--distil", "--monot5-only", "--workdir", str(tmp_path / "w")])
+    cli.main(["demo", "--distil", "--monot5-only", "--output", str(tmp_path / "w")])
   with pytest.raises(SystemExit, match="--teacher-queries goes with --distil"):
-    cli.main(["demo", "--teacher-queries", "3", "--workdir", str(tmp_path / "w")])
+    cli.main(["demo", "--teacher-queries", "3", "--output", str(tmp_path / "w")])
 
 
 # ------------------------------------------------------------------- the cross-lingual cascade
@@ -385,14 +385,16 @@ def test_the_cross_lingual_models_train_from_the_pretrained_one_and_the_first_st
 
 
 def test_the_cascades_depths_and_directories_are_their_own(xpr_demo, demo, tmp_path):
-  with pytest.raises(SystemExit, match="--depths: 2 numbers, DUAL_ENCODER,MONOT5"):
-    cli.main(["demo", "--cross-lingual", "--depths", "10,5,2", "--workdir", str(tmp_path / "w")])
-  with pytest.raises(SystemExit, match="--depths goes with the cascades"):
-    cli.main(["demo", "--monot5-only", "--depths", "10,5,2", "--workdir", str(tmp_path / "w")])
-  with pytest.raises(SystemExit, match="--depth goes with --monot5-only"):
-    cli.main(["demo", "--cross-lingual", "--depth", "50", "--workdir", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--depth: 2 numbers, DUAL_ENCODER,MONOT5"):
+    cli.main(["demo", "--cross-lingual", "--depth", "10,5,2", "-o", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--depth: with --monot5-only one number"):
+    cli.main(["demo", "--monot5-only", "--depth", "10,5,2", "-o", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--depth: 2 numbers, DUAL_ENCODER,MONOT5, got 50"):
+    cli.main(["demo", "--cross-lingual", "--depth", "50", "-o", str(tmp_path / "w")])
+  with pytest.raises(SystemExit, match="--depth: 2 numbers"):  # the old spelling still works
+    cli.main(["demo", "--cross-lingual", "--depths", "1,2,3", "--workdir", str(tmp_path / "w")])
   with pytest.raises(SystemExit, match="--pretrain-steps and --dense-steps go with"):
-    cli.main(["demo", "--pretrain-steps", "3", "--workdir", str(tmp_path / "w")])
+    cli.main(["demo", "--pretrain-steps", "3", "-o", str(tmp_path / "w")])
   assert not (tmp_path / "w").exists()
   with pytest.raises(ValueError, match="the work directory of 't5rank demo --cross-lingual"):
     job.run_insuranceqa_cascade(workdir=xpr_demo[0], num_queries=2, progress=False)

@@ -291,14 +291,14 @@ def test_convert_on_a_full_disk_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_a_demo_gin_typo_is_refused_before_any_work(tmp_path, capsys):
-  message = fail(["demo", "--monot5-only", "--workdir", str(tmp_path / "w"),
+  message = fail(["demo", "--monot5-only", "--output", str(tmp_path / "w"),
                   "--gin.TRAIN_STEPZ=3"], capsys)
   assert message.startswith("t5rank demo:") and "TRAIN_STEPZ" in message
   assert not (tmp_path / "w").exists()
-  message = fail(["demo", "--workdir", str(tmp_path / "w"), "--gin.TRAIN_STEPZ=3"], capsys)
+  message = fail(["demo", "--output", str(tmp_path / "w"), "--gin.TRAIN_STEPZ=3"], capsys)
   assert "TRAIN_STEPZ" in message and not (tmp_path / "w").exists()
-  assert fail(["demo", "--depth", "5", "--workdir", str(tmp_path / "w")],
-              capsys).startswith("t5rank demo: --depth goes with --monot5-only")
+  assert fail(["demo", "--depth", "5", "--output", str(tmp_path / "w")],
+              capsys).startswith("t5rank demo: --depth: 4 numbers")
 
 
 def test_a_misshaped_checkpoint_is_one_line(tmp_path, capsys):

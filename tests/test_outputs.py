@@ -39,7 +39,7 @@ COMMANDS = {
     "convert": (["convert", "--input", "{ckpt}", "--output", "{out}", "--to", "hf"], DIRECTORY,
                 None, "ckpt"),
     "xpr": (["xpr", "--output", "{out}"], DIRECTORY, None, None),
-    "demo": (["demo", "--workdir", "{out}", "--gin_file", "{gin}"], WORK, "gin", None),
+    "demo": (["demo", "--output", "{out}", "--gin_file", "{gin}"], WORK, "gin", None),
     "rerank": (["rerank", "--queries", "{q}", "--corpus", "{c}", "--run", "{run}", "--stage",
                 "{ckpt}@10", "-o", "{out}"], WORK, "run", "ckpt"),
     "teacher": (["teacher", "--checkpoint", "{ckpt}", "-o", "{out}"], WORK, None, "ckpt"),

@@ -137,7 +137,7 @@ def test_bad_depth_is_refused_before_any_work(tmp_path):
 def test_demo_command_refuses_flags_that_are_not_gin_bindings(capsys):
   from t5rank.cli import main
   with pytest.raises(SystemExit, match="unrecognized argument '--steps=3'; expected --gin.NAME=VALUE"):
-    main(["demo", "--workdir", "/nonexistent", "--steps=3"])
+    main(["demo", "--output", "/nonexistent", "--steps=3"])
 
 
 def test_prepare_model_reuses_resumes_or_moves_aside_by_recipe(tmp_path, monkeypatch):

@@ -307,7 +307,7 @@ def test_hnsw_links_out_of_range_are_refused_and_a_huge_ef_search_is_capped(tmp_
   out = tmp_path / "out.run"
   assert cli.main(["retrieve", "--dense", str(tmp_path / "ix"), "--queries", queries_file(tmp_path),
                    "--output", str(out), "--search", "hnsw", "--ef-search", "1000000000",
-                   "--k", "2"]) == 0
+                   "--depth", "2"]) == 0
   assert len(out.read_text().splitlines()) == 4
 
 
@@ -353,6 +353,6 @@ def test_retrieve_dense_prints_no_orbax_info(tmp_path, caplog):
   caplog.clear()
   caplog.set_level(logging.INFO)
   assert cli.main(["retrieve", "--dense", str(tmp_path / "ix"), "--queries",
-                   str(tmp_path / "q.tsv"), "--output", str(tmp_path / "r.run"), "--k", "2"]) == 0
+                   str(tmp_path / "q.tsv"), "--output", str(tmp_path / "r.run"), "--depth", "2"]) == 0
   assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []
   assert (tmp_path / "r.run").read_text().count("\n") == 2

@@ -119,7 +119,7 @@ def test_retrieve_command(tmp_path):
   with open(queries, "w") as f:
     f.write("q1\tcats\nq2\tsmall mice\n")
   argv = ["retrieve", "--corpus", corpus, "--queries", queries, "--output", output,
-          "--index", str(tmp_path / "index"), "--k", "1"]
+          "--index", str(tmp_path / "index"), "--depth", "1"]
   assert cli.main(argv) == 0
   assert read_run(output) == {"q1": [("d2", pytest.approx(0.432593, abs=1e-6))],
                               "q2": [("d4", pytest.approx(_bm25(1, 1, 4, 2, 3.25), rel=1e-6))]}

@@ -204,7 +204,7 @@ def test_insuranceqa_tfds_builder_and_tfds_task(tmp_path):
 
 def test_inspect_task_prints_decoded_examples(capsys):
   assert cli.main(["inspect-task", "insuranceqa_en_monot5_apple_orange", "--split", "test",
-                   "--n", "2", "--max-length", "24"]) == 0
+                   "--num-examples", "2", "--max-length", "24"]) == 0
   out = capsys.readouterr().out
   assert out.count("--- example") == 2
   assert "targets text: apple" in out and "targets text: orange" in out

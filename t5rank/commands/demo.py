@@ -4,8 +4,8 @@ encoder → TK → monoT5 → duoT5, with the models t5rank ships.
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
     t5rank demo --retrain               # train the four models anew first (about an hour)
     t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
-    t5rank demo --queries 200           # a quick try
-    t5rank demo --depths 1000,1000,100,5  # monoT5 over the fused top 100, duoT5 over the top 5
+    t5rank demo --num-queries 200       # a quick try
+    t5rank demo --depth 1000,1000,100,5   # monoT5 over the fused top 100, duoT5 over the top 5
     t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR): BM25 → the
                                         # dual encoder → monoT5, shipped models (minutes)
     t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
@@ -14,12 +14,12 @@ encoder → TK → monoT5 → duoT5, with the models t5rank ships.
 The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2 test split
 (English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
 it with the dual encoder, then with TK, then with monoT5, and the fused top 10 with duoT5
-(--depths, one depth per reranker); after each reranker its scores are fused with every stage
+(--depth, one depth per reranker); after each reranker its scores are fused with every stage
 before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries (1,000)
 validation queries and applied unchanged to the test queries: those tuned with the shipped models
 ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the
 validation queries first (--retrain, --distil, a --gin binding, another --tune-queries, other
---depths). It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests
+--depth). It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests
 against BM25 and against the row before, Bonferroni; time and pairs/s) and writes each stage's run
 (WORKDIR/cascade), results.json and results.png. The models are the shipped ones (t5rank/shipped,
 `shipped:NAME`: their recipes are the repository's gin files), else, with --retrain or a
@@ -39,7 +39,7 @@ gin/experiments/tk_distill_insuranceqa_cpu.gin, WORKDIR/tk_distilled; about 25 m
 from them. On the test pools it was no better than the shipped TK in the cascade before the
 dual encoder joined it (BENCHMARKS.md, "Distillation (Margin-MSE)"), which is why the default
 cascade keeps the undistilled one. The results replace the plain cascade's in WORKDIR: give
---distil its own --workdir to keep both.
+--distil its own --output to keep both.
 
 --monot5-only runs the single-model job (`t5rank.pipelines.insuranceqa`, default WORKDIR
 runs/insuranceqa): trains the tiny monoT5 of gin/experiments/tiny_insuranceqa_bm25_cpu.gin
@@ -53,7 +53,7 @@ Latin words lowercased), then the bilingual dual encoder (shipped:xpr_dual_encod
 pairs, then the mixed strategy's) over the pool, then the bilingual monoT5 (shipped:xpr_monot5:
 a tiny T5 pre-trained with span corruption on InsuranceQA's and Tatoeba's English and Chinese text,
 shipped:xpr_pretrained, fine-tuned with yes/no on the mixed strategy's pairs) over the fused top
-(--depths DUAL_ENCODER,MONOT5), each fused as above, every row also broken down by query and answer
+(--depth DUAL_ENCODER,MONOT5), each fused as above, every row also broken down by query and answer
 language; evaluated on P@1 (= acc@1), acc@10, MRR and MAP. About 3 minutes on 2 cores with the
 shipped models; --retrain (or a --gin binding) trains the four models by their recipes
 (gin/experiments/pretrain_tiny_enzh_cpu.gin, xpr_mixed_tiny_cpu.gin, dual_encoder_xpr_cpu.gin
@@ -76,11 +76,12 @@ import argparse
 from t5rank.pipelines.insuranceqa import DEFAULT_DEPTH, TUNE_QUERIES
 from t5rank.pipelines.jobs import CROSS_LINGUAL, ENGLISH
 from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE, XPR_CASCADE
-from t5rank.commands import positive_int
+from t5rank.commands import positive_int, renamed
 
 
 def depths(text: str) -> tuple[int, ...]:
-  """`--depths`: positive numbers, one per reranker of the cascade (checked against it in `run`)."""
+  """`--depth`: positive numbers, one per reranker of the cascade (checked against it in `run`),
+  or one with --monot5-only."""
   try:
     values = tuple(int(v) for v in text.split(","))
   except ValueError:
@@ -94,23 +95,25 @@ def add_parser(subparsers) -> None:
   p = subparsers.add_parser("demo", help="the main job: InsuranceQA v2 through BM25, the dual "
                                          "encoder, TK, monoT5, duoT5",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--workdir",
+  p.add_argument("-o", "--output", dest="workdir", metavar="DIR",
                  help=f"where data, index, models, runs and results go (default: "
                       f"{ENGLISH_CASCADE.workdir}, with --cross-lingual {XPR_CASCADE.workdir}, "
                       f"with --monot5-only {ENGLISH.workdir}, with both {CROSS_LINGUAL.workdir})")
-  p.add_argument("--depths", type=depths, metavar="K,K,...",
+  renamed(p, "--workdir", "--output", "workdir")
+  p.add_argument("--depth", type=depths, metavar="K,K,...",
                  help="candidates each reranker reranks per query (default: "
                       f"{','.join(map(str, ENGLISH_CASCADE.depths))}: the dual encoder, TK, monoT5 "
                       "the whole pool of ~200, duoT5 the top 10; "
                       "with --cross-lingual two, the dual encoder's and monoT5's: "
-                      f"{','.join(map(str, XPR_CASCADE.depths))})")
+                      f"{','.join(map(str, XPR_CASCADE.depths))}; with --monot5-only one "
+                      f"number, the BM25 candidates monoT5 reranks: {DEFAULT_DEPTH}, every answer "
+                      "of the query's pool, ~200)")
+  renamed(p, "--depths", "--depth", "depth", type=depths)
   p.add_argument("--monot5-only", action="store_true",
                  help="the single-model job: BM25 vs BM25+monoT5 vs their hybrid")
-  p.add_argument("--depth", type=positive_int,
-                 help=f"with --monot5-only: BM25 candidates reranked per query "
-                      f"(default: {DEFAULT_DEPTH}, every answer of the query's pool: ~200)")
-  p.add_argument("--queries", type=positive_int, metavar="N",
+  p.add_argument("--num-queries", type=positive_int, metavar="N", dest="queries",
                  help="only the first N test queries (default: all 2,000)")
+  renamed(p, "--queries", "--num-queries", "queries", type=positive_int)
   p.add_argument("--tune-queries", type=positive_int, metavar="N",
                  help="validation queries the fusion weights (with --monot5-only: the hybrid's "
                       "weight) are tuned on (default: 1000 for the English cascade, whose "
@@ -118,7 +121,7 @@ def add_parser(subparsers) -> None:
                       f"again; {TUNE_QUERIES} for the other jobs)")
   p.add_argument("--retrain", action="store_true",
                  help="train new models even if WORKDIR holds ones of the same recipes")
-  p.add_argument("--gin_file", action="append", metavar="PATH",
+  p.add_argument("--gin_file", "--gin-file", action="append", metavar="PATH",
                  help=f"with --monot5-only: the training gin file(s) (default: "
                       f"{ENGLISH.gin_file}, with --cross-lingual {CROSS_LINGUAL.gin_file}); "
                       "repeatable")
@@ -155,7 +158,7 @@ def files(args: argparse.Namespace):
   cascades = holds(JOB_FILE)
   single = holds("results.json", "bm25.run", os.path.join("model", RECIPE_FILE))
   owned = cascades if cascade else (lambda path: single(path) and not cascades(path))
-  return ([Output("--workdir", workdir, WORK, owned)],
+  return ([Output("--output", workdir, WORK, owned)],
           {f"--gin_file {path}": path for path in args.gin_file or ()})
 
 
@@ -181,13 +184,10 @@ def run(args: argparse.Namespace) -> int:
     if args.gin_file:
       raise SystemExit("t5rank demo: --gin_file goes with --monot5-only (the cascade's recipes "
                        "are its models' own; --gin.NAME=VALUE changes every one)")
-    if args.depth is not None:
-      raise SystemExit("t5rank demo: --depth goes with --monot5-only; the cascades take "
-                       "--depths, one per reranker")
-    if args.depths is not None and len(args.depths) != len(job.rerankers):
-      raise SystemExit(f"t5rank demo: --depths: {len(job.rerankers)} numbers, "
+    if args.depth is not None and len(args.depth) != len(job.rerankers):
+      raise SystemExit(f"t5rank demo: --depth: {len(job.rerankers)} numbers, "
                        f"{','.join(row.upper() for row, _ in job.rerankers)}, got "
-                       f"{','.join(map(str, args.depths))}")
+                       f"{','.join(map(str, args.depth))}")
     from t5rank.pipelines.insuranceqa_cascade import run_insuranceqa_cascade
     _check_gin([([m.gin_file], [*m.bindings, *bindings, *_placeholders(m)])
                 for m in job.models])
@@ -197,17 +197,17 @@ def run(args: argparse.Namespace) -> int:
     if args.dense_steps:
       for name in ("xpr_dual_encoder_xpi", "xpr_dual_encoder"):
         steps[name] = [f"TRAIN_STEPS = {args.dense_steps}"]
-    run_insuranceqa_cascade(workdir=args.workdir, num_queries=args.queries, depths=args.depths,
+    run_insuranceqa_cascade(workdir=args.workdir, num_queries=args.queries, depths=args.depth,
                             gin_bindings=bindings, retrain=args.retrain,
                             tune_queries=args.tune_queries, distil=args.distil,
                             teacher_queries=args.teacher_queries, job=job,
                             model_bindings=steps)
     return 0
-  if args.depths is not None:
-    raise SystemExit("t5rank demo: --depths goes with the cascades; --monot5-only reranks "
-                     "BM25's top --depth")
+  if args.depth is not None and len(args.depth) != 1:
+    raise SystemExit("t5rank demo: --depth: with --monot5-only one number, the BM25 candidates "
+                     f"monoT5 reranks per query; got {','.join(map(str, args.depth))}")
   _check_gin([(list(args.gin_file or [job.gin_file]), bindings)])
-  run_insuranceqa(workdir=args.workdir, depth=args.depth or DEFAULT_DEPTH,
+  run_insuranceqa(workdir=args.workdir, depth=args.depth[0] if args.depth else DEFAULT_DEPTH,
                   num_queries=args.queries,
                   gin_files=args.gin_file, gin_bindings=bindings, retrain=args.retrain,
                   tune_queries=args.tune_queries or TUNE_QUERIES, job=job,

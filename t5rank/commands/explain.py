@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from t5rank.commands import add_overwrite, positive_int
+from t5rank.commands import add_overwrite, positive_int, renamed
 
 
 def add_parser(subparsers) -> None:
@@ -31,7 +31,9 @@ def add_parser(subparsers) -> None:
   p.add_argument("--corpus", help="corpus file")
   p.add_argument("--run", help="a run; the query's top --top documents are explained")
   p.add_argument("--qid", help="the query id in --queries and --run")
-  p.add_argument("--top", type=positive_int, default=2, help="documents from the run (default 2)")
+  p.add_argument("--depth", type=positive_int, default=2, metavar="N",
+                 help="the run's top N documents are explained (default 2)")
+  renamed(p, "--top", "--depth", "depth", type=positive_int)
   p.add_argument("-o", "--output", required=True, help="the HTML page to write")
   p.add_argument("--png", help="the PNG to write (default: OUTPUT with .png)")
   add_overwrite(p)
@@ -70,7 +72,7 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
     raise SystemExit(f"t5rank explain: query {args.qid!r} is not in both {args.queries} and "
                      f"{args.run}")
   corpus = read_corpus(args.corpus)
-  ranked = sorted(run[args.qid], key=lambda kv: (-kv[1], kv[0]))[:args.top]  # [(docid, score)]
+  ranked = sorted(run[args.qid], key=lambda kv: (-kv[1], kv[0]))[:args.depth]  # [(docid, score)]
   missing = [docid for docid, _ in ranked if docid not in corpus]
   if missing:
     raise SystemExit(f"t5rank explain: {args.corpus} has no document {missing[0]!r} of the run")

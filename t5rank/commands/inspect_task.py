@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import argparse
 
+from t5rank.commands import positive_int, renamed
+
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("inspect-task", help="print decoded examples of a SeqIO task",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("name", help="task name, e.g. insuranceqa_en_monot5_true_false")
   p.add_argument("--split", default="train")
-  p.add_argument("--n", type=int, default=3, help="number of examples (default: 3)")
+  p.add_argument("--num-examples", type=positive_int, default=3, metavar="N", dest="n",
+                 help="number of examples (default: 3)")
+  renamed(p, "--n", "--num-examples", "n", type=positive_int)
   p.add_argument("--seed", type=int, default=0, help="seed of the negatives drawn")
   p.add_argument("--max-length", type=int, default=512, help="input length limit (default: 512)")
-  p.add_argument("--gin_file", action="append", default=[], metavar="PATH",
+  p.add_argument("--gin_file", "--gin-file", action="append", default=[], metavar="PATH",
                  help="gin file(s) binding data paths (and --gin.NAME=VALUE bindings, as in train)")
   p.set_defaults(func=run, accepts_extra=True)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 
-from t5rank.commands import add_overwrite, positive_int
+from t5rank.commands import add_overwrite, positive_int, renamed
 
 
 class _Stage(argparse.Action):
@@ -55,10 +55,13 @@ def add_parser(subparsers) -> None:
                           "--candidates' candidates of each query")
   first.add_argument("--dense", metavar="INDEX", help="the first stage: a `t5rank index`")
   p.add_argument("--candidates", help="with --bm25: a run whose candidates BM25 ranks (a pool)")
-  p.add_argument("--analyzer", default="en", choices=("en", "zh", "zh-jieba"),
+  p.add_argument("--language", default="en", choices=("en", "zh", "zh-jieba"),
                  help="with --bm25: its analyzer (default en)")
-  p.add_argument("--first-depth", type=positive_int, default=1000, metavar="N",
-                 help="documents the first stage keeps per query (default 1000)")
+  renamed(p, "--analyzer", "--language", "language", choices=("en", "zh", "zh-jieba"))
+  p.add_argument("--depth", type=positive_int, default=1000, metavar="N",
+                 help="documents the first stage keeps per query (default 1000); each --stage's "
+                      "own depth is its @DEPTH")
+  renamed(p, "--first-depth", "--depth", "depth", type=positive_int)
   p.add_argument("--stage", action=_Stage, dest="stages", metavar="[NAME=]CHECKPOINT[@DEPTH]",
                  required=True, help="a reranker stage, in order (repeat it)")
   p.add_argument("--reranker", action=_Stage, dest="stages", metavar="FAMILY",
@@ -163,14 +166,14 @@ def run(args: argparse.Namespace) -> int:
     check_finite_run(first, args.run)
   elif args.bm25:
     from t5rank.retrieval.bm25 import BM25
-    retriever = BM25.open(corpus, None, language=args.analyzer)
+    retriever = BM25.open(corpus, None, language=args.language)
     candidates = read_run(args.candidates) if args.candidates else None
-    first, name = retriever.retrieve(queries, k=args.first_depth, candidates=candidates), "bm25"
+    first, name = retriever.retrieve(queries, k=args.depth, candidates=candidates), "bm25"
   else:
     from t5rank.retrieval.dense import DenseRetriever
-    first = DenseRetriever.load(args.dense).retrieve(queries, k=args.first_depth)
+    first = DenseRetriever.load(args.dense).retrieve(queries, k=args.depth)
     name = "dense"
-  first = {q: sorted(docs, key=lambda d: -d[1])[:args.first_depth] for q, docs in first.items()
+  first = {q: sorted(docs, key=lambda d: -d[1])[:args.depth] for q, docs in first.items()
            if q in queries}
   options = ScoringOptions(window=0, batch_tokens=args.batch_tokens)
   run_cascade(queries=queries, corpus=corpus, first=first, first_name=name, stages=stages,

@@ -8,7 +8,7 @@ import argparse
 import logging
 import time
 
-from t5rank.commands import add_overwrite, positive_int
+from t5rank.commands import add_overwrite, positive_int, renamed
 from t5rank.data.analysis import LANGUAGES
 from t5rank.retrieval.bm25 import BM25, KEY_FILE, RM3
 
@@ -25,12 +25,15 @@ def add_parser(subparsers) -> None:
   p.add_argument("--queries", required=True, help="queries, TSV or JSONL")
   p.add_argument("-o", "--output", required=True, help="TREC run to write")
   p.add_argument("--index", help="directory to save the index to and reuse it from")
-  p.add_argument("--k", type=positive_int, default=1000, help="documents per query (default 1000)")
+  p.add_argument("--depth", type=positive_int, default=1000, metavar="N",
+                 help="documents per query (default 1000)")
+  renamed(p, "--k", "--depth", "depth", type=positive_int)
   p.add_argument("--k1", type=float, default=0.9, help="BM25 k1 (default 0.9, Anserini's)")
   p.add_argument("--b", type=float, default=0.4, help="BM25 b (default 0.4, Anserini's)")
-  p.add_argument("--analyzer", choices=LANGUAGES, default="en",
-                 help="en: Porter stemming and stopwords; zh: character bigrams; zh-jieba: jieba "
-                      "words (default en)")
+  p.add_argument("--language", choices=LANGUAGES, default="en",
+                 help="BM25's analyzer: en: Porter stemming and stopwords; zh: character bigrams; "
+                      "zh-jieba: jieba words (default en)")
+  renamed(p, "--analyzer", "--language", "language", choices=LANGUAGES)
   p.add_argument("--candidates", help="a TREC run: rerank each query's candidates instead of "
                                       "searching the whole corpus")
   method = p.add_mutually_exclusive_group()
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     raise SystemExit(f"t5rank retrieve: {e}") from None
   indexed = time.perf_counter()
   try:
-    result = retriever.retrieve(queries, k=args.k, candidates=candidates)
+    result = retriever.retrieve(queries, k=args.depth, candidates=candidates)
   except ValueError as e:
     source = f"{args.candidates}: " if candidates is not None else ""
     raise SystemExit(f"t5rank retrieve: {source}{e}") from None
@@ -110,5 +113,5 @@ def _retriever(args: argparse.Namespace, corpus):
     retriever = TfIdf.build(corpus)
     return retriever, f"{len(corpus)} documents, {retriever.matrix.shape[1]} terms (TF-IDF)"
   rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight) if args.rm3 else None
-  retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.analyzer, rm3=rm3)
+  retriever = BM25.open(corpus, args.index, k1=args.k1, b=args.b, language=args.language, rm3=rm3)
   return retriever, f"{len(corpus)} documents, {len(retriever.index.vocab)} terms"

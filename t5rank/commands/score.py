@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from t5rank.commands import add_overwrite
+from t5rank.commands import add_overwrite, renamed
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
 from t5rank.ranking.scorer import PAIR_AGGREGATIONS, ScoringOptions
@@ -70,9 +70,10 @@ def add_parser(subparsers) -> None:
                  help=f"sentences per window, 0 for whole documents (default: {DOCUMENT_WINDOW})")
   p.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
                  help=f"sentences between window starts (default: {DOCUMENT_STRIDE})")
-  p.add_argument("--sentence-language", default="en", metavar="CODE",
+  p.add_argument("--language", default="en", metavar="CODE",
                  help="the language of the sentence splitter that cuts documents into windows "
                       "(an ISO code, e.g. en, zh; default en)")
+  renamed(p, "--sentence-language", "--language", "language")
   p.add_argument("--max-length", type=int,
                  help="input tokens, at most (default: the checkpoint's training input length "
                  "from its metadata.json, else 512)")
@@ -92,7 +93,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")
   p.add_argument("--skip-missing", action="store_true",
                  help="skip candidates whose query or document is unknown (and report them)")
-  p.add_argument("--tag", default=ScoringOptions.tag, help="run tag (last column)")
+  p.add_argument("--tag", help="run tag (last column; default: the model family, e.g. monot5)")
   p.add_argument("--vocab", help="vocabulary: a name (t5, insuranceqa_en_8k) or a SentencePiece "
                  "model (default: the one the checkpoint's metadata.json names, else T5's)")
   p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
@@ -134,6 +135,7 @@ def files(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+  import dataclasses
   import time
 
   import jax
@@ -160,9 +162,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_length is not None and args.max_length < 1:
       raise ValueError(f"--max-length must be positive, got {args.max_length}")
     options = ScoringOptions(
-        aggregation=args.passages, window=args.window, stride=args.stride, language=args.sentence_language,
+        aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
-        skip_missing=args.skip_missing, tag=args.tag, mesh_shape=args.mesh,
+        skip_missing=args.skip_missing, tag=args.tag or ScoringOptions.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
         length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
     if args.depth is not None and args.depth < 1:
@@ -196,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
       "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input},
       settings=settings, model=args.reranker)
+  if args.tag is None:  # the run names its model
+    options = dataclasses.replace(options, tag=reranker.name)
   try:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,

@@ -55,7 +55,7 @@ def add_parser(subparsers) -> None:
                      help=f"sentences between window starts (default {DOCUMENT_STRIDE})")
   model.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
                      help="how window scores make a text's score (default maxp)")
-  model.add_argument("--sentence-language", default="en", metavar="CODE",
+  model.add_argument("--language", default="en", metavar="CODE",
                      help="the sentence splitter's language for --window (default en)")
   model.add_argument("--depth", type=positive_int, metavar="K",
                      help="rerank only the best K texts of a request by their first_stage_scores "
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
   ranker = t5rank.load(
       args.checkpoint, reranker=args.reranker, dtype=args.dtype, precision=args.precision,
       batch_tokens=args.batch_tokens, window=args.window, stride=args.stride,
-      passages=args.passages, sentence_language=args.sentence_language, depth=args.depth,
+      passages=args.passages, language=args.language, depth=args.depth,
       aggregate=args.aggregate, targets=parse_targets(args.targets) if args.targets else None,
       vocab=args.vocab, max_length=args.max_length, bm25_in_input=args.bm25_in_input,
       config=args.config, length_bucket=args.length_bucket, mesh=args.mesh)

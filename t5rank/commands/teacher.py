@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from t5rank.commands import positive_int
+from t5rank.commands import positive_int, renamed
 
 
 def add_parser(subparsers) -> None:
@@ -37,10 +37,14 @@ def add_parser(subparsers) -> None:
   p.add_argument("--negatives", type=positive_int, default=20, metavar="N",
                  help="non-relevant answers of each question's pool scored (default 20)")
   p.add_argument("--seed", type=int, default=0, help="the draw of those answers (default 0)")
-  p.add_argument("--queries", type=positive_int, metavar="N",
+  p.add_argument("--num-queries", type=positive_int, metavar="N", dest="queries",
                  help="only the first N training questions (default: all 12,889)")
+  renamed(p, "--queries", "--num-queries", "queries", type=positive_int)
   p.add_argument("-o", "--output", required=True, help="the directory of the teacher's scores")
-  p.set_defaults(func=run, files=files, overwrite=False)
+  p.add_argument("--overwrite", action="store_true",
+                 help="score again from the start in OUTPUT (its earlier scores are replaced); "
+                      "without it an interrupted run resumes there")
+  p.set_defaults(func=run, files=files)
 
 
 def files(args: argparse.Namespace):
@@ -71,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
       raise SystemExit(f"t5rank teacher: --weights takes numbers W,W,..., got {args.weights!r}")
   info = build_teacher_scores(args.output, args.checkpoint, weights=weights,
-                              negatives=args.negatives, seed=args.seed, num_queries=args.queries)
+                              negatives=args.negatives, seed=args.seed, num_queries=args.queries,
+                              overwrite=args.overwrite)
   print(f"wrote {args.output}: {info['pairs']} pairs of {info['queries']} training questions "
         f"scored by {' + '.join(args.checkpoint)} in {info['seconds']:.0f} s")
   return 0

@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 
 from t5rank.training import gin_config
-from t5rank.training.gin_config import GIN_ROOT, gin_bindings, parse_gin, train_configured
+from t5rank.training.gin_config import gin_bindings, parse_gin, train_configured
 
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("train", help="fine-tune a monoT5 reranker from gin files",
                             description=gin_config.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--gin_file", action="append", default=[], metavar="PATH",
+  p.add_argument("--gin_file", "--gin-file", action="append", default=[], metavar="PATH",
                  help="gin file (repeatable; later files override earlier ones). Searched in the "
-                      f"current directory, then in the package ({GIN_ROOT}/gin/...)")
-  p.add_argument("--gin_search_path", action="append", default=[], metavar="DIR",
+                      "current directory, then in t5rank's own gin/ (models, runs, experiments)")
+  p.add_argument("--gin_search_path", "--gin-search-path", action="append", default=[],
+                 metavar="DIR",
                  help="extra directory for gin files and their include lines")
   p.set_defaults(func=run, accepts_extra=True)
 

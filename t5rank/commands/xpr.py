@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from t5rank.commands import add_overwrite, positive_int
+from t5rank.commands import add_overwrite, positive_int, renamed
 
 
 def add_parser(subparsers) -> None:
@@ -27,8 +27,9 @@ def add_parser(subparsers) -> None:
   p.add_argument("--split", choices=("train", "validation", "test"), default="test",
                  help="InsuranceQA split (default: test)")
   p.add_argument("--seed", type=int, default=0, help="the construction's seed (default: 0)")
-  p.add_argument("--queries", type=positive_int, default=None, metavar="N",
+  p.add_argument("--num-queries", type=positive_int, default=None, metavar="N", dest="queries",
                  help="only the first N queries by id (default: all)")
+  renamed(p, "--queries", "--num-queries", "queries", type=positive_int)
   p.add_argument("-o", "--output", required=True, help="directory to write the files to")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)

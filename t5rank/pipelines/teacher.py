@@ -33,11 +33,13 @@ BM25_MEMBER = "bm25"  # a fused teacher's member that is the candidates' BM25 sc
 def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
                          weights: Optional[Sequence[float]] = None,
                          negatives: int = DEFAULT_NEGATIVES, seed: int = 0,
-                         num_queries: Optional[int] = None, progress: bool = True) -> dict:
+                         num_queries: Optional[int] = None, progress: bool = True,
+                         overwrite: bool = False) -> dict:
   """Writes the teacher scores of the module docstring to `directory` (resuming an interrupted
   scoring there) and returns teacher.json's content. With several `checkpoints` (`bm25` names the
   candidates' BM25 scores) the teacher is their fusion, Σ wᵢ · zscore(runᵢ) per question
-  (`t5rank fuse`'s code), each member's run kept as members/NN.run."""
+  (`t5rank fuse`'s code), each member's run kept as members/NN.run. `overwrite` scores every pair
+  again (the earlier scores and their shards in `directory` are removed first)."""
   import numpy as np
 
   from t5rank.checkpoints import detect_format, shipped
@@ -66,6 +68,15 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
       detect_format(local_path(checkpoint))  # an unknown name or no checkpoint: before any work
   start = time.perf_counter()
   mark_owner(directory, "teacher")
+  if overwrite:  # the command's own earlier scores: scored again
+    import shutil
+
+    for name in (SCORES_FILE, SCORES_FILE + ".shards", "members"):
+      path = os.path.join(directory, name)
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      elif os.path.exists(path):
+        os.remove(path)
   if os.path.exists(os.path.join(directory, TEACHER_FILE)):  # stale until the new one is written
     os.remove(os.path.join(directory, TEACHER_FILE))
   data = load_split("train", "en", num_queries)
