@@ -277,3 +277,24 @@ def t5_dual_encoder_config(checkpoint: str, **fields: Any):
   return T5DualEncoderConfig(t5=reranker.config.replace(dropout_rate=0.0),
                              vocabulary=reranker.vocab.path,
                              vocabulary_sha256=reranker.vocab.sha256, **fields)
+
+
+def checkpoint_t5_config(checkpoint: str, **fields: Any) -> T5Config:
+  """The T5Config of a T5 checkpoint that carries one (t5rank's, Hugging Face's: a path,
+  `shipped:NAME` or a Hub id), without its weights; `fields` replace run settings (`dtype`).
+  gin: `MODEL_CONFIG = @models.checkpoint_t5_config()` with `checkpoint = %INIT_CHECKPOINT`, so
+  that fine-tuning a public model needs no model gin of its size."""
+  from t5rank.checkpoints import detect_format
+  from t5rank.checkpoints.hf import CONFIG_FILE, config_from_hf
+
+  path = local_path(checkpoint)
+  kind = detect_format(path)
+  if kind == "native":
+    config = native._read_config(os.path.join(path, native.CONFIG_FILE), T5Config)
+  elif kind == "hf":
+    with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as f:
+      config = config_from_hf(json.load(f))
+  else:
+    raise ValueError(f"{checkpoint} is a {kind} checkpoint, which stores no architecture: include "
+                     "the model gin of its size (gin/models/*.gin) instead")
+  return config.replace(**fields) if fields else config

@@ -1,4 +1,5 @@
-"""Reranking quality during training: MRR@10 of the model being trained on a small InsuranceQA set.
+"""Reranking quality during training: MRR@10 of the model being trained on a small validation set,
+InsuranceQA's or your own (`queries`, `corpus`, `qrels`, `run`: the files `t5rank score` reads).
 
     queries (first N of a split) x their pools (relevant answers + 200 retrieved negatives),
     from the one InsuranceQA loader (`t5rank.data.insuranceqa`)
@@ -43,12 +44,18 @@ class RerankEval:
 
   def __init__(self, split: str = "validation", num_queries: int = 100, language: str = "en",
                max_length: int = 512, targets: str = "true_false", vocabulary: str = "t5",
-               bm25_in_input: bool = False, xpr_seed: Optional[int] = None):
+               bm25_in_input: bool = False, xpr_seed: Optional[int] = None,
+               queries: Optional[str] = None, corpus: Optional[str] = None,
+               qrels: Optional[str] = None, run: Optional[str] = None,
+               depth: Optional[int] = None):
 
     self.vocab = vocab = load_vocabulary(vocabulary)
     self.bm25_in_input = bm25_in_input
     self.max_length = max_length
     self.target_ids = resolve_target_words(vocab, targets)
+    if any(f is not None for f in (queries, corpus, qrels, run)):  # the user's validation files
+      self._own_files(queries, corpus, qrels, run, depth, num_queries, bm25_in_input)
+      return
     if xpr_seed is not None:  # the cross-lingual pools (t5rank.data.xpr): `language` does not apply
 
       if bm25_in_input:
@@ -73,6 +80,37 @@ class RerankEval:
         scores = bm25_input.query_scores(index, data.queries[qid])
         self.first_stage.extend(float(s) for s in scores[[position[aid] for aid in pool]])
     self._prepared: dict = {}
+
+  def _own_files(self, queries, corpus, qrels, run, depth, num_queries, bm25_in_input) -> None:
+    """Pools from the user's validation files: the first `num_queries` queries of `run` (in its
+    order) with a relevant document in `qrels`, each query's top `depth` candidates (all when
+    None), with the run's scores as the first-stage scores when `bm25_in_input`."""
+    from t5rank.data.readers import check_finite_run, read_corpus, read_qrels, read_queries, read_run
+    from t5rank.ranking.candidates import check_candidates, split_at_depth
+
+    missing = [name for name, value in (("queries", queries), ("corpus", corpus),
+                                        ("qrels", qrels), ("run", run)) if value is None]
+    if missing:
+      raise ValueError(f"the evaluation on your own files needs queries, corpus, qrels and run; "
+                       f"missing {', '.join(missing)} (gin: rerank_eval.RerankEval.{missing[0]})")
+    texts, all_qrels = read_queries(queries), read_qrels(qrels)
+    documents = read_corpus(corpus)
+    candidates = read_run(run)
+    check_finite_run(candidates, run)
+    candidates = check_candidates(candidates, texts, documents, skip_missing=False,
+                                  sources=(queries, corpus))
+    judged = [q for q in candidates if any(v > 0 for v in all_qrels.get(q, {}).values())]
+    if not judged:
+      raise ValueError(f"{qrels} judges no candidate query of {run} relevant: nothing to evaluate")
+    top, _ = split_at_depth({q: candidates[q] for q in judged[:num_queries]}, depth)
+    from t5rank.data.readers import document_text
+
+    self.qrels = {q: all_qrels[q] for q in top}
+    self.pairs = [(q, d) for q, docs in top.items() for d, _ in docs]
+    self.queries = [texts[q] for q, _ in self.pairs]
+    self.passages = [document_text(documents[d]) for _, d in self.pairs]
+    self.first_stage = ([s for docs in top.values() for _, s in docs] if bm25_in_input else None)
+    self._prepared = {}
 
   def check_task(self, task_name: str, vocab: Vocabulary, targets: Optional[TargetSpec],
                  bm25_in_input: bool) -> None:
