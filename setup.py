@@ -55,7 +55,10 @@ setup(
     package_data={"t5rank": ["data/*.model", "shipped/**/*"], "t5rank.gin": ["*/*.gin"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest==9.2.0", "pytest-xdist==3.8.0"],
+        # the tests run the PyTerrier transformers too
+        "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "pyterrier==1.1.2"],
+        # t5rank.pyterrier: any checkpoint as a PyTerrier transformer (no Java needed)
+        "pyterrier": ["pyterrier==1.1.2"],
         # Only for scripts/make_hf_goldens.py and the speed comparison against PyTorch.
         "reference": ["torch==2.13.0", "transformers==4.57.1"],
         # On a Cloud TPU VM (tpu_scripts/install.sh); libtpu comes with it, add
