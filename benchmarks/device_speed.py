@@ -8,7 +8,7 @@ padding, as the scorer's full batches of one length bucket are). For each model 
 `--repeats` times back to back; pairs/s and tokens/s are of the timed calls alone, and the encoder
 TFLOP/s count 2 x the encoder's parameters (embedding excluded) x tokens (a lower bound: attention's
 own products and the one decoder step are left out). `max |d log P|` is the largest difference of a row's log P(true) in bfloat16 from float32
-(same weights, same ids). Compilation, host input and transfers are not in the rates: docs/history.md
+(same weights, same ids). Compilation, host input and transfers are not in the rates: HISTORY.md
 "Scorer speed" has the whole-pipeline figures.
 
     python benchmarks/device_speed.py --train --models t5_base --batch 128 --length 512

@@ -12,7 +12,7 @@ of the second monoT5's fusion row on both.
 
 Each directory is a `t5rank rerank` output whose stages 01-04 are the dual encoder, TK, monoT5 and
 the second monoT5 over the whole pool, each fused (`--stage monot5b=CHECKPOINT@1000 --fuse`; the
-commands are in docs/history.md, "A second monoT5 in the cascade, tried"). Depth 1000 reproduces
+commands are in HISTORY.md, "A second monoT5 in the cascade, tried"). Depth 1000 reproduces
 the cascade's own fusion row.
 """
 

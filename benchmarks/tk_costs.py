@@ -1,4 +1,4 @@
-"""Where TK's scoring time goes, per pair (docs/history.md, "TK on InsuranceQA v2"):
+"""Where TK's scoring time goes, per pair (HISTORY.md, "TK on InsuranceQA v2"):
 
     .venv/bin/python benchmarks/tk_costs.py runs/tk/best
 

@@ -9,7 +9,7 @@ arena cannot hold a block above 64 MiB at all, so it `mmap`s one for every such 
 then touches new pages, and the kernel zero-fills each, a minor page fault per 4 KiB. A training
 step of the demo's tiny monoT5 allocates a 65 MiB block on a worker thread; on the 2-core
 development VM a `t5rank demo` spent 839 s of its 25 minutes in the kernel, on 346 million minor
-page faults (docs/history.md, "Page faults", has the figures before and after).
+page faults (HISTORY.md, "Page faults", has the figures before and after).
 
 `keep_freed_memory` sets, at start-up: one arena for all threads (`M_ARENA_MAX` 1: the main heap,
 which can hold blocks of any size), no `mmap`ped blocks (`M_MMAP_MAX` 0), and up to 1 GiB of freed

@@ -21,7 +21,7 @@ def use_cpu_devices(count: Optional[int] = None) -> int:
   count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
   `count` concurrent computations, one per core, instead of one computation whose small matrix
   products XLA spreads thinly over all cores: 1.2 to 1.5x the pairs/s of the tiny model on 2 cores,
-  about the same for t5_small, the same scores (docs/history.md, "One CPU device per core"). GPUs and
+  about the same for t5_small, the same scores (HISTORY.md, "One CPU device per core"). GPUs and
   TPUs are unaffected (their devices are not the CPU backend's). Takes effect only before JAX starts its backends; later it logs a
   warning and changes nothing."""
   import jax
