@@ -174,7 +174,7 @@ def main(argv=None) -> int:
   def bm25_run(pool: str, output: str) -> str:
     step(output, t5rank("retrieve", "--corpus", os.path.join(pool, "corpus.jsonl"), "--queries",
                         os.path.join(pool, "queries.tsv"), "--candidates",
-                        os.path.join(pool, "pool.run"), "--analyzer", "zh", "--output", output))
+                        os.path.join(pool, "pool.run"), "--language", "zh", "--output", output))
     return output
 
   bm25 = bm25_run(data, os.path.join(w, "bm25.run"))

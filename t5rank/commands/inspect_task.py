@@ -5,7 +5,7 @@ For each example: the input text, the target text, and the token ids with their 
 pre-training task (span corruption) shows its first examples: inputs and targets decoded, sentinels
 as `<extra_id_N>`, with `--max-length` the inputs length (the targets length follows from it), e.g.
 
-    t5rank inspect-task insuranceqa_en_monot5_hot_cold --split validation --n 2
+    t5rank inspect-task insuranceqa_en_monot5_hot_cold --split validation --num-examples 2
     t5rank inspect-task insuranceqa_en_8k_span_corruption --split validation --max-length 128
     t5rank inspect-task msmarco_passage_monot5_true_false \\
         --gin.msmarco_passage_triples.path=/data/msmarco/triples.train.small.tsv

@@ -2,7 +2,7 @@
 
     t5rank xpr --split test --seed 0 --output runs/xpr_test
     t5rank retrieve --corpus runs/xpr_test/corpus.jsonl --queries runs/xpr_test/queries.tsv \\
-        --candidates runs/xpr_test/pool.run --analyzer zh --output runs/xpr_test/bm25.run
+        --candidates runs/xpr_test/pool.run --language zh --output runs/xpr_test/bm25.run
     t5rank score --checkpoint CKPT --queries runs/xpr_test/queries.tsv \\
         --corpus runs/xpr_test/corpus.jsonl --run runs/xpr_test/bm25.run --output xpr.run
 
