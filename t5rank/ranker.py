@@ -210,8 +210,14 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
   model, params = load_reranker(path, config_name=config, model=reranker, options={
       "vocab": vocab, "targets": targets, "dtype": dtype, "max_length": max_length,
       "bm25_in_input": bm25_in_input})
-  return Ranker(model, params, checkpoint=checkpoint if not os.path.isdir(checkpoint) else path,
-                options=options, dtype=dtype)
+  ranker = Ranker(model, params, checkpoint=checkpoint if not os.path.isdir(checkpoint) else path,
+                  options=options, dtype=dtype)
+  from t5rank.ranking.devices import bfloat16_note
+
+  note = bfloat16_note(dtype, ranker.device)
+  if note:
+    logging.getLogger(__name__).warning("%s", note)
+  return ranker
 
 
 __all__ = ["PlannedRun", "Ranker", "load"]

@@ -101,3 +101,17 @@ def test_a_second_score_of_the_same_model_compiles_nothing(tmp_path):
                         capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stderr
   assert not (tmp_path / "none").exists()
+
+
+def test_bfloat16_on_a_cpu_without_its_instructions_is_said_to_be_emulated():
+  from t5rank.ranking.devices import bfloat16_note
+
+  zen3 = {"avx2", "fma", "f16c", "avx"}  # an AMD EPYC of this VM kind: no avx512 at all
+  genoa = {"avx2", "avx512f", "avx512_bf16"}
+  sapphire = {"avx2", "avx512f", "amx_bf16", "amx_tile"}
+  assert "emulated" in bfloat16_note("bfloat16", "cpu", zen3)
+  assert bfloat16_note("bfloat16", "cpu", genoa) is None
+  assert bfloat16_note("bfloat16", "cpu", sapphire) is None
+  assert bfloat16_note("float32", "cpu", zen3) is None
+  assert bfloat16_note("bfloat16", "gpu", zen3) is None
+  assert bfloat16_note("bfloat16", "cpu", set()) is None  # flags unknown: nothing claimed

@@ -105,7 +105,9 @@ def add_parser(subparsers) -> None:
                  "checkpoint's metadata.json says; see t5rank.data.bm25_input)")
   p.add_argument("--dtype", choices=("float32", "bfloat16"),
                  help="cast the parameters and activations (default: as stored, float32 for "
-                 "t5rank's checkpoints; float32 is the reference)")
+                 "t5rank's checkpoints; float32 is the reference). On a CPU without bfloat16 "
+                 "instructions (avx512_bf16, amx_bf16) bfloat16 is emulated, slower: the command "
+                 "says so")
   p.add_argument("--precision", choices=scorer.PRECISIONS,
                  help="matrix products: float32 (full float32 on every backend), tensorfloat32 "
                  "(TF32 on an NVIDIA GPU: faster, about 3 decimal digits) or bfloat16 (default: "
@@ -200,6 +202,11 @@ def run(args: argparse.Namespace) -> int:
       settings=settings, model=args.reranker)
   if args.tag is None:  # the run names its model
     options = dataclasses.replace(options, tag=reranker.name)
+  from t5rank.ranking.devices import bfloat16_note
+
+  note = bfloat16_note(args.dtype, jax.devices()[0].platform)
+  if note:
+    print(f"t5rank score: note: {note}", file=sys.stderr)
   try:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,

@@ -16,6 +16,37 @@ def cpu_cores() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that compute on bfloat16
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+  """The CPU's feature flags (Linux), or an empty set where they cannot be read."""
+  try:
+    with open(path, encoding="utf-8", errors="replace") as f:
+      for line in f:
+        if line.startswith(("flags", "Features")):
+          return set(line.split(":", 1)[1].split())
+  except OSError:
+    pass
+  return set()
+
+
+def bfloat16_note(dtype: Optional[str], platform: str, flags: Optional[set[str]] = None
+                  ) -> Optional[str]:
+  """A line to print when `dtype` is bfloat16 on a CPU without bfloat16 instructions: there XLA
+  emulates bfloat16 with float32 arithmetic and conversions, slower than float32. None otherwise
+  (GPUs and TPUs compute on bfloat16; an x86 CPU with avx512_bf16 or amx_bf16 has the
+  instructions)."""
+  if dtype != "bfloat16" or platform != "cpu":
+    return None
+  flags = cpu_flags() if flags is None else flags
+  if not flags or flags & set(BFLOAT16_FLAGS) or "bf16" in flags:  # unknown, x86 with, or Arm's
+    return None
+  return ("this CPU has no bfloat16 instructions (no avx512_bf16 or amx_bf16 in /proc/cpuinfo): "
+          "bfloat16 is emulated here, slower than float32; float32 is the reference and the "
+          "faster choice on it")
+
+
 def use_cpu_devices(count: Optional[int] = None) -> int:
   """Makes JAX's CPU backend `count` devices (default: one per core of `cpu_cores`); returns the
   count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
