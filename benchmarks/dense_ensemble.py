@@ -13,16 +13,11 @@ exhaustive or ANN search). Writes the top `--k` of each query as a TREC run; eva
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from t5rank.data.readers import read_queries, write_run  # noqa: E402
-from t5rank.retrieval.dense import DenseRetriever, exact_top_k  # noqa: E402
+from t5rank.data.readers import read_queries, write_run
+from t5rank.retrieval.dense import DenseRetriever, exact_top_k
 
 
 def ensemble_vectors(retrievers: list[DenseRetriever], texts: list[str]

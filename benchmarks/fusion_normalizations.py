@@ -16,11 +16,9 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from t5rank.data.readers import read_qrels, read_run  # noqa: E402
-from t5rank.evaluation.metrics import per_query  # noqa: E402
-from t5rank.ranking import fusion  # noqa: E402
+from t5rank.data.readers import read_qrels, read_run
+from t5rank.evaluation.metrics import per_query
+from t5rank.ranking import fusion
 
 RUNS = ("00_bm25.run", "01_dual_encoder.run", "02_tk.run", "03_monot5.run")
 

@@ -15,12 +15,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from t5rank.data.readers import read_qrels, read_run  # noqa: E402
-from t5rank.evaluation.metrics import per_query  # noqa: E402
-from t5rank.ranking import fusion  # noqa: E402
-from t5rank.ranking.candidates import split_at_depth  # noqa: E402
+from t5rank.data.readers import read_qrels, read_run
+from t5rank.evaluation.metrics import per_query
+from t5rank.ranking import fusion
+from t5rank.ranking.candidates import split_at_depth
 
 
 def main() -> int:

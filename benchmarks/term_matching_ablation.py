@@ -14,14 +14,11 @@ data, same steps, same seed; prints the training accuracy of the target word ove
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pseudo_batches(table, vocab, targets, *, batch_size: int, max_length: int, seed: int,
