@@ -19,8 +19,8 @@ reported as such and the others go on):
   TK          `t5rank score` with TK on the same pairs: compilations (count, seconds), wall clock and
               pairs/s, with TK's own length buckets and with one bucket (`--length-bucket`), that one
               again from the compilation cache, against the CPU's rate
-  step        T5-base and T5-large scoring steps in bfloat16 (`t5rank.benchmarking.score_step_rate`):
-              TFLOP/s of the encoder and its share of the measured peak
+  step        T5-base and T5-large scoring steps in bfloat16 (`t5rank.benchmarking`'s
+              `score_step_rate`): TFLOP/s of the encoder and its share of the measured peak
   end to end  `t5rank score` with T5-base (random weights) in bfloat16, first run and from the
               compilation cache (with --profile DIR, that one under cProfile): pairs/s against the step's
   TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base

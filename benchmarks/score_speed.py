@@ -46,8 +46,9 @@ SECTION = "## Scorer speed"
 
 
 def file_candidates(paths: tuple[str, str, str], num_pairs: int) -> tuple[dict, dict, dict]:
-  """`insuranceqa_candidates`' selection from a ranking job's files (queries, corpus, run; `t5rank demo` writes
-  them, gzipped or not): the first queries of the run with 16 candidates each, `num_pairs` pairs."""
+  """`insuranceqa_candidates`' selection from a ranking job's files (queries, corpus, run;
+  `t5rank demo` writes them, gzipped or not): the first queries of the run with 16 candidates
+  each, `num_pairs` pairs."""
   from t5rank.data.readers import read_corpus, read_queries, read_run
 
   all_queries, all_corpus, run = read_queries(paths[0]), read_corpus(paths[1]), read_run(paths[2])
