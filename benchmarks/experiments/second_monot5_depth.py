@@ -7,7 +7,7 @@ first directory's judged queries (MRR, steps of .05) and applied to the second's
 of the second monoT5's fusion row on both.
 
     E=runs/valid_exp
-    python benchmarks/second_monot5_depth.py $E/tune1000_m2 $E/tune_qrels.txt \\
+    python benchmarks/experiments/second_monot5_depth.py $E/tune1000_m2 $E/tune_qrels.txt \\
         $E/held_w1000_m2 $E/held_qrels.txt --depths 1000,200,150,100,75,50,30,20
 
 Each directory is a `t5rank rerank` output whose stages 01-04 are the dual encoder, TK, monoT5 and

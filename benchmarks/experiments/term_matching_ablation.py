@@ -8,7 +8,7 @@ plain initialization and once with term-matching heads (`t5rank.models.network.t
 data, same steps, same seed; prints the training accuracy of the target word over the last
 `--log_every` steps of each.
 
-  .venv/bin/python benchmarks/term_matching_ablation.py --steps 800
+  .venv/bin/python benchmarks/experiments/term_matching_ablation.py --steps 800
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An ensemble of dual encoders as one dense index: each model's unit vectors side by side, over √n.
 
-    python benchmarks/dense_ensemble.py --index runs/dense/indexes/de_s0 --index .../de_s1 \
-      --queries runs/dense/validation/data/queries.tsv --output ensemble.run
+    python benchmarks/experiments/dense_ensemble.py --index runs/dense/indexes/de_s0 \
+      --index .../de_s1 --queries runs/dense/validation/data/queries.tsv --output ensemble.run
 
 For n `t5rank index` directories of the same corpus, a query's and a document's vectors are the
 concatenations of their n unit vectors divided by √n, so the inner product is the mean of the n

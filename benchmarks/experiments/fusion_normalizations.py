@@ -2,7 +2,8 @@
 pool) fused with other per-query normalizations than the cascade's z-scores: weights tuned on the
 validation cascade's questions (MRR, steps of .05), test MRR, for each work directory given.
 
-    python benchmarks/fusion_normalizations.py runs/insuranceqa_cascade runs/seed1 runs/seed2
+    python benchmarks/experiments/fusion_normalizations.py runs/insuranceqa_cascade runs/seed1 \
+        runs/seed2
 
 Each argument is a `t5rank demo` work directory that ran a validation cascade (valid_cascade/, so
 not one that used the shipped weights alone) and the test cascade (cascade/). Normalizations:

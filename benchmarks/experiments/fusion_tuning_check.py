@@ -2,7 +2,7 @@
 weighting's fused run (`per_query`, the way tuning went before), on a cascade's own runs: every
 weighting's value must be the same float, and the time each way.
 
-    python benchmarks/fusion_tuning_check.py runs/insuranceqa_cascade/valid_cascade \\
+    python benchmarks/experiments/fusion_tuning_check.py runs/insuranceqa_cascade/valid_cascade \\
         runs/insuranceqa_cascade/data_valid/qrels.txt
 
 The first argument is a `t5rank rerank --tune-fusion` work directory (the demo's validation
