@@ -1,6 +1,6 @@
 """`t5rank score` on a CPU with one device per core against one device using all cores.
 
-    .venv/bin/python benchmarks/cpu_devices.py            # about 4 minutes on the 2-core VM
+    .venv/bin/python benchmarks/cpu_devices.py
     .venv/bin/python benchmarks/cpu_devices.py --devices 1,2 --models tiny --pairs 2000
 
 JAX's CPU backend is one device by default, and XLA spreads each computation's matrix products over

@@ -1,8 +1,8 @@
 """One prepared check for a lent accelerator: what only a GPU (or TPU) can show, in one call.
 
     # on the CPU (the demo's fusion weights, shipped with its models): the inputs and the CPU's figures
-    # (about 4 minutes; runs/devcheck, ~55 MB; to travel, copy the inputs and gzip
-    # cpu_cascade/*.run: the check reads NAME.run.gz where NAME.run is not there)
+    # (in runs/devcheck; to travel, copy the inputs and gzip cpu_cascade/*.run: the check reads
+    # NAME.run.gz where NAME.run is not there)
     python benchmarks/device_check.py prepare      # the shipped monoT5 and TK, the demo's weights
     # on the device, from the repository root (one table at the end); every section takes longer
     # than one 10-minute call: choose them, e.g. the two cascades (time limits 580 s in all)

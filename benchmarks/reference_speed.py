@@ -2,11 +2,11 @@
 
     .venv/bin/pip install -e '.[reference]'   # torch (CPU) + transformers, only for this script
     .venv/bin/python benchmarks/reference_speed.py --pairs tiny=1000,10000 --pairs t5_small=1000 \
-        --threads 2 --write    # about 1.5 to 2 hours on the shared 2-core VM
+        --threads 2 --write
 
-Measured in smoke runs on that VM (2 threads, load ~3): tiny scores 30 to 70 pairs/s on either side
-and t5_small about 3, so 100,000 pairs of the three kinds take ~5 hours for tiny and ~4 days for
-t5_small; ask for them per model (`--pairs tiny=1000,10000,100000`).
+On a CPU both sides score t5_small far slower than tiny, so 100,000 pairs of the three kinds take
+hours for tiny and days for t5_small (the rates: BENCHMARKS.md, "Speed against the PyTorch
+reference"); ask for them per model (`--pairs tiny=1000,10000,100000`).
 
 The reference is what users run today: Hugging Face transformers' `T5ForConditionalGeneration` with
 pygaggle's MonoT5 recipe (castorini/pygaggle, `rerank/transformer.py`): each query's candidates in

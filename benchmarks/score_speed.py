@@ -1,6 +1,6 @@
 """Scorer speed on this machine: bucketed batches vs one pair at a time, same weights, real text.
 
-    .venv/bin/python benchmarks/score_speed.py --write   # about 5.5 minutes on 2 busy cores
+    .venv/bin/python benchmarks/score_speed.py --write
 
 Pairs are InsuranceQA v2 test questions with their candidate answers (English), formatted and cut to
 512 tokens as `t5rank score` does. Weights are random (speed does not depend on them), float32.
@@ -14,8 +14,9 @@ pairs/s, real (non-padding) tokens/s and the padding fraction of the device inpu
 and reports the largest difference of its log P(true) from float32's on the same pairs and weights.
 `--write` puts the table into BENCHMARKS.md under `--section` (default "## Scorer speed").
 `--files` takes the pairs from a ranking job's files instead of the insuranceqa-data package. Each
-model compiles 10-14 shapes (and a bfloat16 model float32's again): on an H100 three models did not
-finish in 250 s; `benchmarks/device_speed.py` measures an accelerator's step rate on one shape.
+model compiles every shape of its length buckets (and a bfloat16 model float32's again), which on an
+accelerator takes longer than the scoring itself; `benchmarks/device_speed.py` measures an
+accelerator's step rate on one shape.
 """
 
 from __future__ import annotations

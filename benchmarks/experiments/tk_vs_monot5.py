@@ -1,7 +1,7 @@
 """TK against monoT5 at the papers' sizes, on the same pairs (BENCHMARKS.md, "TK against monoT5 at
 the papers' sizes"):
 
-    .venv/bin/python benchmarks/experiments/tk_vs_monot5.py --pairs 256     # about 6 minutes on 2 cores
+    .venv/bin/python benchmarks/experiments/tk_vs_monot5.py --pairs 256
 
 TK as Hofstätter et al. (2020) size it (300-d word embeddings, 2 layers of 16 x 32 heads,
 feed-forward 100; queries cut to 30 words, documents to 200) over the InsuranceQA word list, and
