@@ -10,7 +10,8 @@ for 3 epochs on `insuranceqa_en_8k_monot5_true_false_{1k|10k}_s{trial}` (the tri
 sample, the head's initialization and the order; batch 32, Adafactor 1e-2 as the tiny recipe), then
 reranks the pools of the first --eval_queries validation queries
 (`t5rank.training.rerank_eval.RerankEval`). Prints and writes mean MRR@10 ± 95% CI (t distribution)
-per model and size, a Markdown table and a PNG (benchmarks/target_words_data_poor.py's helpers).
+per model and size, a Markdown table and a PNG (`t5rank.benchmarking`'s data-poor trials, as
+benchmarks/target_words_data_poor.py).
 
   .venv/bin/python benchmarks/classifier_data_poor.py --init runs/pretrain_tiny/final
   .venv/bin/python benchmarks/classifier_data_poor.py --init ... --sizes 1000 --trials 3
@@ -29,12 +30,9 @@ import shutil
 import sys
 from typing import Sequence
 
+from t5rank.benchmarking import EPOCHS, plot, random_order_mrr10, read_results, run_one, table
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-
-import target_words_data_poor as twdp  # noqa: E402  (shared helpers)
-
 GIN_FILES = {"monot5": os.path.join(REPO, "gin", "experiments", "tiny_insuranceqa_pretrained_cpu.gin"),
              "classifier": os.path.join(REPO, "gin", "experiments",
                                         "classifier_insuranceqa_pretrained_cpu.gin")}
@@ -73,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "(gin/experiments/pretrain_tiny_insuranceqa_cpu.gin)")
   os.makedirs(args.workdir, exist_ok=True)
   results_path = os.path.join(args.workdir, "results.jsonl")
-  results = twdp.read_results(results_path)
+  results = read_results(results_path)
   others = sorted({r.get("init") for r in results.values()} - {os.path.abspath(args.init)})
   if others and not args.table_only:
     parser.error(f"{results_path} holds runs from another --init ({others}): use another --workdir")
@@ -84,10 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     model_dir = os.path.join(args.workdir, f"n{n}", m, f"s{t}")
     shutil.rmtree(model_dir, ignore_errors=True)  # an interrupted run starts over
     print(f"== run {i}/{len(runs)}: {2 * n} examples, {m}, trial {t} -> {model_dir}", flush=True)
-    record = twdp.run_one(n, "true_false", t, model_dir=model_dir, eval_queries=args.eval_queries,
-                          learning_rate=args.learning_rate, batch_size=args.batch_size,
-                          bindings=[f"INIT_CHECKPOINT = {args.init!r}", *bindings],
-                          gin_file=GIN_FILES[m])
+    record = run_one(n, "true_false", t, model_dir=model_dir, eval_queries=args.eval_queries,
+                     learning_rate=args.learning_rate, batch_size=args.batch_size,
+                     bindings=[f"INIT_CHECKPOINT = {args.init!r}", *bindings],
+                     gin_file=GIN_FILES[m])
     record.update(variant=m, init=os.path.abspath(args.init))
     with open(results_path, "a", encoding="utf-8") as f:
       f.write(json.dumps(record) + "\n")
@@ -98,17 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
   chosen = {k: r for k, r in results.items() if k[0] in sizes and k[1] in models
             and k[2] < args.trials}
-  twdp.LABELS.update(LABELS)
-  text, cells = twdp.table(chosen, sizes, models)
-  text = text.replace("| target words |", "| model |", 1)
-  chance = twdp.random_order_mrr10(args.eval_queries)
+  text, cells = table(chosen, sizes, models, LABELS, heading="model")
+  chance = random_order_mrr10(args.eval_queries)
   title = (f"InsuranceQA v2, tiny T5 pre-trained with span corruption ({args.init}), then "
-           f"{twdp.EPOCHS} epochs; "
+           f"{EPOCHS} epochs; "
            f"MRR@10 on the pools of {args.eval_queries} validation queries, mean ± 95% CI")
   footer = f"A random order of the same pools: MRR@10 {chance:.4f} (expected value)."
   with open(os.path.join(args.workdir, "table.md"), "w", encoding="utf-8") as f:
     f.write(title + "\n\n" + text + "\n\n" + footer + "\n")
-  twdp.plot(cells, sizes, models, os.path.join(args.workdir, "table.png"), title, chance)
+  plot(cells, sizes, models, os.path.join(args.workdir, "table.png"), title, chance, LABELS)
   print(title)
   print(text)
   print(footer)

@@ -1,13 +1,14 @@
 """`t5rank score` on a CPU with one device per core against one device using all cores.
 
-    .venv/bin/python benchmarks/cpu_devices.py            # about 4 minutes on the 2-core VM
+    .venv/bin/python benchmarks/cpu_devices.py
     .venv/bin/python benchmarks/cpu_devices.py --devices 1,2 --models tiny --pairs 2000
 
 JAX's CPU backend is one device by default, and XLA spreads each computation's matrix products over
-all cores. `t5rank score` instead makes one CPU device per core (`t5rank.ranking.scorer.use_cpu_devices`)
-and splits each batch over them. The device count is fixed when JAX starts, so each count runs in a
-child process of this script, on the same pairs (InsuranceQA v2 test questions with their pools, as
-`benchmarks/reference_speed.py` builds them: `short` answers whole, `windows` MaxP windows of
+all cores. `t5rank score` instead makes one CPU device per core
+(`t5rank.ranking.devices.use_cpu_devices`) and splits each batch over them. The device count is
+fixed when JAX starts, so each count runs in a child process of this script, on the same pairs
+(InsuranceQA v2 test questions with their pools, `t5rank.benchmarking.insuranceqa_pairs` as
+benchmarks/reference_speed.py takes them: `short` answers whole, `windows` MaxP windows of
 4-answer documents), the same random float32 weights (fixed seed) and `t5rank score`'s device loop
 (`bucket_batches` with the default token budget for that device count, `score_batches`), every shape
 compiled first and not timed; each count is timed twice, best kept. Prints a Markdown table with the
@@ -25,8 +26,6 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 TOLERANCE = 1e-4
@@ -42,8 +41,7 @@ def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, in
   use_cpu_devices(devices)
   import jax
 
-  from benchmarks.reference_speed import (Scorers, insuranceqa_pairs, score_t5rank,
-                                          t5rank_batches)
+  from t5rank.benchmarking import insuranceqa_pairs, score_timed, scoring_batches
   from t5rank.models.config import get_config
   from t5rank.models.monot5 import MonoT5
   from t5rank.models.vocab import load_vocabulary, resolve_target_words
@@ -56,16 +54,15 @@ def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, in
   for name in models:
     config = get_config(name, dropout_rate=0.0)
     reranker = MonoT5(config, vocab, target_ids)
-    scorers = Scorers(reranker, place_params(random_params(config), reranker.param_axes(), mesh),
-                      mesh, torch_model=None, load_s={})  # t5rank's side only
+    params = place_params(random_params(config), reranker.param_axes(), mesh)
     for kind in kinds:
       queries, chosen, passages, options = insuranceqa_pairs(kind, pairs[name])
       ids = [np.asarray(x, np.int32) for x in
              reranker.encode([queries[p.qid] for p in chosen],
                              [passages[p.docid][p.window] for p in chosen])]
-      batches = t5rank_batches(scorers, ids, options)
-      (log_p, compile_s, first), (_, _, second) = (score_t5rank(scorers, batches, len(ids))
-                                                   for _ in range(2))
+      batches = scoring_batches(reranker, mesh, ids, options)
+      (log_p, compile_s, first), (_, _, second) = (
+          score_timed(reranker, params, mesh, batches, len(ids)) for _ in range(2))
       seconds = [first, second]
       np.save(os.path.join(directory, f"{devices}-{name}-{kind}.npy"), log_p)
       print(json.dumps({"devices": devices, "model": name, "kind": kind, "pairs": len(ids),
@@ -91,7 +88,7 @@ def main() -> None:
   if args.child:
     child(args.child, models, kinds, pairs, args.dir)
     return
-  from t5rank.ranking.scorer import cpu_cores
+  from t5rank.ranking.devices import cpu_cores
 
   counts = [int(c) for c in (args.devices or f"1,{cpu_cores()}").split(",")]
   rows = {}

@@ -1,8 +1,8 @@
 """One prepared check for a lent accelerator: what only a GPU (or TPU) can show, in one call.
 
     # on the CPU (the demo's fusion weights, shipped with its models): the inputs and the CPU's figures
-    # (about 4 minutes; runs/devcheck, ~55 MB; to travel, copy the inputs and gzip
-    # cpu_cascade/*.run: the check reads NAME.run.gz where NAME.run is not there)
+    # (in runs/devcheck; to travel, copy the inputs and gzip cpu_cascade/*.run: the check reads
+    # NAME.run.gz where NAME.run is not there)
     python benchmarks/device_check.py prepare      # the shipped monoT5 and TK, the demo's weights
     # on the device, from the repository root (one table at the end); every section takes longer
     # than one 10-minute call: choose them, e.g. the two cascades (time limits 580 s in all)
@@ -19,8 +19,8 @@ reported as such and the others go on):
   TK          `t5rank score` with TK on the same pairs: compilations (count, seconds), wall clock and
               pairs/s, with TK's own length buckets and with one bucket (`--length-bucket`), that one
               again from the compilation cache, against the CPU's rate
-  step        T5-base and T5-large scoring steps in bfloat16 (`device_speed.measure`): TFLOP/s of the
-              encoder and its share of the measured peak
+  step        T5-base and T5-large scoring steps in bfloat16 (`t5rank.benchmarking`'s
+              `score_step_rate`): TFLOP/s of the encoder and its share of the measured peak
   end to end  `t5rank score` with T5-base (random weights) in bfloat16, first run and from the
               compilation cache (with --profile DIR, that one under cProfile): pairs/s against the step's
   TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base
@@ -58,11 +58,9 @@ import tempfile
 import time
 from typing import Callable, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout (shipped weights)
 
 SEED = 0
 HF_QUERIES = 50  # the T5-base cascade's queries (their BM25 top 100 and top 10)
@@ -95,10 +93,8 @@ def t5rank(argv: list[str], timeout: float, cache: Optional[str] = None,
   """Runs `t5rank argv` in a new process (compilation cache off, or in `cache`; with `profile`,
   under cProfile, its stats written there); returns its wall clock, compilations and exit status,
   or {"timeout": seconds} when it ran out of time."""
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
-      "PYTHONPATH")])), PYTHONUNBUFFERED="1",
-             T5RANK_COMPILATION_CACHE="1" if cache else "0", T5RANK_CACHE_DIR=cache or "",
-             DEVICE_CHECK_PROFILE=profile or "")
+  env = dict(os.environ, PYTHONUNBUFFERED="1", T5RANK_COMPILATION_CACHE="1" if cache else "0",
+             T5RANK_CACHE_DIR=cache or "", DEVICE_CHECK_PROFILE=profile or "")
   start = time.perf_counter()
   try:
     done = subprocess.run([sys.executable, "-c", _COUNTING, *argv], env=env, capture_output=True,
@@ -349,13 +345,12 @@ def run(args: argparse.Namespace) -> Report:
       report.add("TK", f"{label}: max |d s| vs CPU run", log_p_differences(out, f"{inputs}/cpu_tk.run"))
 
   def step_section(budget: float) -> None:
-    import device_speed
+    from t5rank.benchmarking import score_step_rate
 
     runs = ([("tiny", 8, 32)] if tiny else
             [("t5_base", 128, 256), ("t5_base", 512, 256), ("t5_large", 256, 256)])
     for name, batch, length in runs:
-      for row in device_speed.measure(name, batch, length, 3 if tiny else 20,
-                                      dtypes=("bfloat16",)):
+      for row in score_step_rate(name, batch, length, 3 if tiny else 20, dtypes=("bfloat16",)):
         share = row["tflops"] / peak["bfloat16"] if peak.get("bfloat16") else float("nan")
         report.add("step", f"{name} bfloat16 {batch} x {length}", row["tflops"],
                    f"encoder TFLOP/s, {share:.0%} of the measured peak; {row['rate']:.0f} "
@@ -577,7 +572,7 @@ def main() -> None:
                  help="a monoT5 checkpoint of the demo's recipe (default: the shipped one)")
   p.add_argument("--tk", default="shipped:tk", help="a TK checkpoint (default: the shipped one)")
   p.add_argument("--fusion-weights",
-                 default=os.path.join(ROOT, "t5rank", "shipped", "insuranceqa_cascade_weights.json"),
+                 default=os.path.join(REPO, "t5rank", "shipped", "insuranceqa_cascade_weights.json"),
                  help="the cascade's fusion weights: a `t5rank rerank --tune-fusion` or `t5rank "
                       "demo` results.json, or the shipped file (the default: the demo's)")
   p.add_argument("--queries", type=int, default=300, help="test queries whose pools are scored")

@@ -4,7 +4,8 @@
 
 Random weights (std .05) and random token ids (one batch of `--batch` rows of `--length` ids, no
 padding, as the scorer's full batches of one length bucket are). For each model and dtype the step
-(`t5rank.models.monot5.score_step`, what `t5rank score` runs per batch) is compiled once, then run
+(`t5rank.models.monot5.score_step`, what `t5rank score` runs per batch;
+`t5rank.benchmarking.score_step_rate`) is compiled once, then run
 `--repeats` times back to back; pairs/s and tokens/s are of the timed calls alone, and the encoder
 TFLOP/s count 2 x the encoder's parameters (embedding excluded) x tokens (a lower bound: attention's
 own products and the one decoder step are left out). `max |d log P|` is the largest difference of a row's log P(true) in bfloat16 from float32
@@ -27,51 +28,14 @@ memory gets a row that says so.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import jax
+import numpy as np
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-from t5rank.models.config import get_config  # noqa: E402
-from t5rank.models.monot5 import score_step  # noqa: E402
-from t5rank.models.reranker import cast_params  # noqa: E402
-from t5rank.testing import random_params  # noqa: E402
-
-
-def measure(name: str, batch: int, length: int, repeats: int,
-            dtypes: tuple[str, ...] = ("float32", "bfloat16")) -> list[dict]:
-  rows, scores = [], {}
-  ids = np.random.default_rng(0).integers(3, 32000, (batch, length)).astype(np.int32)
-  ids[:, -1] = 1  # EOS
-  tokens = jax.device_put(ids)
-  for dtype in dtypes:
-    config = get_config(name, dropout_rate=0.0, dtype=dtype)
-    params = jax.device_put(cast_params(random_params(config, std=0.05), dtype))
-    step = jax.jit(lambda p, t, config=config: score_step(p, t, config=config,
-                                                          target_ids=(1176, 6136)))
-    start = time.perf_counter()
-    scores[dtype] = np.asarray(jax.block_until_ready(step(params, tokens))[0], np.float64)
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(repeats):
-      out = step(params, tokens)
-    jax.block_until_ready(out)
-    seconds = (time.perf_counter() - start) / repeats
-    encoder = sum(x.size for x in jax.tree.leaves(params["encoder"]))  # the matrices per token
-    rows.append({"model": name, "params": f"{config.num_parameters / 1e6:.0f}M", "dtype": dtype,
-                 "shape": f"{batch} x {length}", "compile": compile_s,
-                 "ms": seconds * 1e3, "rate": batch / seconds,
-                 "tokens": batch * length / seconds,
-                 "tflops": 2 * encoder * batch * length / seconds / 1e12})
-    print(rows[-1], flush=True)
-  if len(scores) == 2:
-    rows[-1]["difference"] = float(np.abs(scores["bfloat16"] - scores["float32"]).max())
-  return rows
+from t5rank.benchmarking import score_step_rate
+from t5rank.models.config import get_config
+from t5rank.testing import random_params
 
 
 def measure_training(name: str, batch: int, length: int, repeats: int,
@@ -148,7 +112,7 @@ def main() -> None:
   print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
   lines = []
   for name in args.models.split(","):
-    how = measure_training if args.train else measure
+    how = measure_training if args.train else score_step_rate
     rows = how(name, args.batch, args.length, args.repeats)
     for r in rows:
       what = f"| {r['model']} ({r['params']}) | {r['dtype']} | {r['shape']} | "

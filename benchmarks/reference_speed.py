@@ -2,11 +2,11 @@
 
     .venv/bin/pip install -e '.[reference]'   # torch (CPU) + transformers, only for this script
     .venv/bin/python benchmarks/reference_speed.py --pairs tiny=1000,10000 --pairs t5_small=1000 \
-        --threads 2 --write    # about 1.5 to 2 hours on the shared 2-core VM
+        --threads 2 --write
 
-Measured in smoke runs on that VM (2 threads, load ~3): tiny scores 30 to 70 pairs/s on either side
-and t5_small about 3, so 100,000 pairs of the three kinds take ~5 hours for tiny and ~4 days for
-t5_small; ask for them per model (`--pairs tiny=1000,10000,100000`).
+On a CPU both sides score t5_small far slower than tiny, so 100,000 pairs of the three kinds take
+hours for tiny and days for t5_small (the rates: BENCHMARKS.md, "Speed against the PyTorch
+reference"); ask for them per model (`--pairs tiny=1000,10000,100000`).
 
 The reference is what users run today: Hugging Face transformers' `T5ForConditionalGeneration` with
 pygaggle's MonoT5 recipe (castorini/pygaggle, `rerank/transformer.py`): each query's candidates in
@@ -39,7 +39,7 @@ Kinds of input (`--lengths`):
 Threads: `--threads N` pins this process to N of its cores before JAX or torch start, so XLA's
 thread pool and torch's (`torch.set_num_threads(N)`) run on the same N cores. t5rank then splits its
 batches over one CPU device per core, as `t5rank score` does by default (`--cpu-devices`, see
-`t5rank.ranking.scorer.use_cpu_devices`; `--cpu-devices 1` measures a single device using all N cores).
+`t5rank.ranking.devices.use_cpu_devices`; `--cpu-devices 1` measures a single device using all N cores).
 
 FLOPs per pair (a multiply-add counts 2), for an input of L real tokens, d = d_model,
 h = num_heads x d_kv, f = d_ff, m = 2 matrices in the feed-forward (3 when gated):
@@ -66,28 +66,24 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import TensorFlow too
 
+from t5rank.benchmarking import (KINDS, insuranceqa_pairs, machine, padding_fraction,  # noqa: E402
+                                 score_timed, scoring_batches, write_section)
 from t5rank.checkpoints.models import load_reranker  # noqa: E402
 from t5rank.models.monot5 import MonoT5  # noqa: E402
 from t5rank.models.vocab import UNK_ID  # noqa: E402
 from t5rank.models.reranker import Batch  # noqa: E402
 from t5rank.ranking.devices import use_cpu_devices  # noqa: E402
-from t5rank.ranking import candidates as scoring_candidates  # noqa: E402
 from t5rank.ranking.candidates import Pair  # noqa: E402
-from t5rank.ranking.scorer import ScoringOptions, score_batches  # noqa: E402
 from t5rank.models.config import T5Config, get_config  # noqa: E402
 from t5rank.models.inputs import DEFAULT_MAX_LENGTH, format_input  # noqa: E402
-from t5rank.data.readers import Document  # noqa: E402
 from t5rank.testing import random_params  # noqa: E402
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where BENCHMARKS.md is
 SECTION = "## Speed against the PyTorch reference"
 TOLERANCE = 1e-4  # largest allowed |log P(true) difference| between t5rank and the reference
-KINDS = ("short", "windows", "long512")
-ANSWERS_PER_DOCUMENT = 4
 REFERENCE_BATCH = 8  # pygaggle's MonoT5 default
 TOKENIZE_PAIRS = 10_000  # the tokenizers are timed on at most this many pairs
 PEAK_SIZE = 2048
@@ -150,77 +146,7 @@ def build_scorers(config: T5Config, directory: str, seed: int = 0) -> Scorers:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Pairs.
-
-def insuranceqa_pairs(kind: str, num_pairs: int) -> tuple[
-    dict[str, str], list[Pair], dict[str, list[str]], ScoringOptions]:
-  """(queries, pairs, passages, options): the first `num_pairs` inputs of `kind` (see the module
-  docstring) from InsuranceQA v2 test questions, in id order, each with its whole pool (relevant
-  answers and negatives, sorted by answer id) until there are enough; the last pool may be cut."""
-  from t5rank.data.insuranceqa import load_split
-
-  if kind not in KINDS:
-    raise ValueError(f"unknown kind of input {kind!r}; choose from {KINDS}")
-  data = load_split("test", "en")
-  options = ScoringOptions() if kind == "windows" else ScoringOptions(window=0)
-  queries, pairs, passages = {}, [], {}
-  for qid, pool in data.pools.items():
-    if len(pairs) >= num_pairs:
-      break
-    if kind == "short":
-      corpus = {aid: Document(data.answers[aid]) for aid in pool}
-    else:
-      corpus = {f"{qid}-{i}": Document(" ".join(
-          data.answers[pool[(i + j) % len(pool)]] for j in range(ANSWERS_PER_DOCUMENT)))
-                for i in range(len(pool))}
-    queries[qid] = data.queries[qid]
-    query_pairs, query_passages = scoring_candidates.candidate_passages(
-        {qid: [(docid, 0.0) for docid in corpus]}, corpus, window=options.window,
-        stride=options.stride, language=options.language)
-    pairs += query_pairs
-    passages.update(query_passages)
-  if len(pairs) < num_pairs:
-    raise ValueError(f"InsuranceQA v2 test has only {len(pairs)} {kind} pairs, {num_pairs} asked")
-  return queries, pairs[:num_pairs], passages, options
-
-
-# ---------------------------------------------------------------------------------------------------
-# The two scoring loops.
-
-def t5rank_batches(scorers: Scorers, ids: Sequence[Sequence[int]], options: ScoringOptions
-                   ) -> list[Batch]:
-  """t5rank score's batches: the reranker's `batches` of each shard of `options.shard_size` pairs,
-  with the default token budget; items index into `ids`."""
-  from t5rank.ranking.devices import default_batch_tokens
-
-  batch_tokens = options.batch_tokens or default_batch_tokens(scorers.mesh)
-  batches = []
-  for first in range(0, len(ids), options.shard_size):
-    for batch in scorers.reranker.batches(ids[first:first + options.shard_size],
-                                          batch_tokens=batch_tokens,
-                                          row_multiple=scorers.mesh.shape["data"]):
-      batches.append(Batch(batch.items + first, batch.arrays))
-  return batches
-
-
-def score_t5rank(scorers: Scorers, batches: Sequence[Batch], num_items: int,
-                 progress: bool = False) -> tuple[np.ndarray, float, float]:
-  """(log P(positive) per item, compile seconds, scoring seconds): every shape of `batches` is run
-  once first (compilation), then all batches are timed through `score_batches`."""
-  from tqdm import tqdm
-
-  run = lambda batches, on_batch=None: score_batches(
-      scorers.reranker, scorers.params, batches, num_items, mesh=scorers.mesh, on_batch=on_batch)
-  shapes = {b.arrays[0].shape: b for b in batches}
-  start = time.perf_counter()
-  run(list(shapes.values()))
-  compile_s = time.perf_counter() - start
-  with tqdm(total=num_items, unit="pair", desc="t5rank", disable=not progress) as bar:
-    start = time.perf_counter()
-    log_p, _ = run(batches, bar.update)
-    score_s = time.perf_counter() - start
-  return log_p, compile_s, score_s
-
+# The reference's scoring loop (t5rank's: `t5rank.benchmarking.scoring_batches`, `score_timed`).
 
 def reference_batches(pairs: Sequence[Pair], ids: Sequence[Sequence[int]],
                       batch_size: int = REFERENCE_BATCH) -> list[Batch]:
@@ -335,12 +261,6 @@ def matmul_peak(size: int = PEAK_SIZE, repeats: int = 5) -> dict[str, float]:
   return best
 
 
-def padding_fraction(batches: Sequence[Batch]) -> float:
-  """Fraction of padding ids in the batches' tokens."""
-  total = sum(b.arrays[0].size for b in batches)
-  return 1 - sum(int((b.arrays[0] != 0).sum()) for b in batches) / total
-
-
 # ---------------------------------------------------------------------------------------------------
 # One comparison.
 
@@ -354,9 +274,10 @@ def compare(scorers: Scorers, kind: str, num_pairs: int, *, tokenizer=None,
   encode = lambda chosen: reranker.encode([queries[p.qid] for p in chosen],
                                           [passages[p.docid][p.window] for p in chosen])
   ids = [np.asarray(x, np.int32) for x in encode(pairs)]  # 100k x 512 Python ints: gigabytes
-  ours = t5rank_batches(scorers, ids, options)
+  ours = scoring_batches(reranker, scorers.mesh, ids, options)
   theirs = reference_batches(pairs, ids, reference_batch)
-  log_p, compile_s, t5rank_s = score_t5rank(scorers, ours, len(ids), progress)
+  log_p, compile_s, t5rank_s = score_timed(reranker, scorers.params, scorers.mesh, ours, len(ids),
+                                           progress)
   reference, warm_s, reference_s = score_reference(scorers, theirs, len(ids), progress)
   difference = np.abs(log_p.astype(np.float64) - reference)
   worst = int(np.argmax(difference))
@@ -436,7 +357,6 @@ def parse_pairs(entries: Sequence[str], models: Sequence[str]) -> dict[str, list
 def report(rows: list[dict], *, command: str, cores: list[int], peak: dict, loads: tuple,
            elapsed: float) -> str:
   """The BENCHMARKS.md section for `rows`."""
-  from benchmarks.score_speed import machine
   import jax
   import torch
   import transformers
@@ -513,7 +433,6 @@ def main() -> None:
   except ImportError as e:
     raise SystemExit(f"{e}; the reference needs the optional extra: "
                      ".venv/bin/pip install -e '.[reference]'") from None
-  from benchmarks.score_speed import write_section
 
   torch.set_num_threads(len(cores))
   models = args.models.split(",")
@@ -549,7 +468,7 @@ def main() -> None:
                    loads=(load, os.getloadavg()[0]), elapsed=time.perf_counter() - start)
   print(section)
   if args.write:
-    write_section(os.path.join(ROOT, "BENCHMARKS.md"), section)
+    write_section(os.path.join(REPO, "BENCHMARKS.md"), section)
 
 
 if __name__ == "__main__":

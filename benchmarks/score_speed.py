@@ -1,6 +1,6 @@
 """Scorer speed on this machine: bucketed batches vs one pair at a time, same weights, real text.
 
-    .venv/bin/python benchmarks/score_speed.py --write   # about 5.5 minutes on 2 busy cores
+    .venv/bin/python benchmarks/score_speed.py --write
 
 Pairs are InsuranceQA v2 test questions with their candidate answers (English), formatted and cut to
 512 tokens as `t5rank score` does. Weights are random (speed does not depend on them), float32.
@@ -14,8 +14,9 @@ pairs/s, real (non-padding) tokens/s and the padding fraction of the device inpu
 and reports the largest difference of its log P(true) from float32's on the same pairs and weights.
 `--write` puts the table into BENCHMARKS.md under `--section` (default "## Scorer speed").
 `--files` takes the pairs from a ranking job's files instead of the insuranceqa-data package. Each
-model compiles 10-14 shapes (and a bfloat16 model float32's again): on an H100 three models did not
-finish in 250 s; `benchmarks/device_speed.py` measures an accelerator's step rate on one shape.
+model compiles every shape of its length buckets (and a bfloat16 model float32's again), which on an
+accelerator takes longer than the scoring itself; `benchmarks/device_speed.py` measures an
+accelerator's step rate on one shape.
 """
 
 from __future__ import annotations
@@ -24,20 +25,14 @@ import argparse
 import datetime
 import functools
 import os
-import platform
-import re
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import jax  # noqa: E402
-
-from t5rank.data.readers import Document  # noqa: E402
+from t5rank.benchmarking import (insuranceqa_candidates, machine, padding_fraction,  # noqa: E402
+                                 write_section)
 from t5rank.models.config import get_config  # noqa: E402
 from t5rank.models.monot5 import MonoT5  # noqa: E402
 from t5rank.models.reranker import cast_params  # noqa: E402
@@ -47,32 +42,14 @@ from t5rank.models.batching import bucket_batches  # noqa: E402
 from t5rank.ranking.candidates import candidate_passages  # noqa: E402
 from t5rank.testing import random_params  # noqa: E402
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where BENCHMARKS.md is
 SECTION = "## Scorer speed"
 
 
-def insuranceqa_candidates(num_pairs: int) -> tuple[dict, dict, dict]:
-  """(queries, corpus, candidates) of the first test questions with their ~200 candidates each,
-  cut to `num_pairs` pairs, taking answers from many questions so that lengths vary."""
-  from t5rank.data.insuranceqa import clean, load_records
-
-  test, answers = load_records("test", "en")
-  per_query = 16
-  queries, candidates, corpus = {}, {}, {}
-  for qid, item in test.items():
-    if len(queries) * per_query >= num_pairs:
-      break
-    queries[qid] = clean(item["en"])
-    docids = (item["answers"] + item["negatives"])[:per_query]
-    candidates[qid] = [(d, 0.0) for d in docids]
-    corpus.update({d: Document(clean(answers[d]["en"])) for d in docids})
-  return queries, corpus, candidates
-
-
-
-
 def file_candidates(paths: tuple[str, str, str], num_pairs: int) -> tuple[dict, dict, dict]:
-  """The same selection from a ranking job's files (queries, corpus, run; `t5rank demo` writes
-  them, gzipped or not): the first queries of the run with 16 candidates each, `num_pairs` pairs."""
+  """`insuranceqa_candidates`' selection from a ranking job's files (queries, corpus, run;
+  `t5rank demo` writes them, gzipped or not): the first queries of the run with 16 candidates
+  each, `num_pairs` pairs."""
   from t5rank.data.readers import read_corpus, read_queries, read_run
 
   all_queries, all_corpus, run = read_queries(paths[0]), read_corpus(paths[1]), read_run(paths[2])
@@ -85,11 +62,6 @@ def file_candidates(paths: tuple[str, str, str], num_pairs: int) -> tuple[dict, 
     candidates[qid] = [(d, 0.0) for d, _ in ranked[:per_query]]
   corpus = {d: all_corpus[d] for ranked in candidates.values() for d, _ in ranked}
   return queries, corpus, candidates
-
-
-def padding_fraction(batches) -> float:
-  total = sum(b.arrays[0].size for b in batches)
-  return 1 - sum(int((b.arrays[0] != 0).sum()) for b in batches) / total
 
 
 def timed(fn) -> float:
@@ -163,18 +135,6 @@ def measure(name: str, num_pairs: int, single_pairs: int,
   return figures if singles else figures[:2]  # --single-pairs 0: no one-at-a-time row
 
 
-def machine() -> str:
-  cpu = "unknown CPU"
-  with open("/proc/cpuinfo") as f:
-    for line in f:
-      if line.startswith("model name"):
-        cpu = line.split(":", 1)[1].strip()
-        break
-  nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-  return (f"nproc {nproc}, {cpu}; Python {platform.python_version()}, jax {jax.__version__} on "
-          f"{jax.devices()[0].platform}, {jax.local_device_count()} device(s)")
-
-
 def report(rows: list[dict], command: str, loads: tuple, elapsed: float, section: str,
            from_files: bool = False) -> str:
   busy = max(loads) > os.cpu_count()
@@ -206,20 +166,6 @@ def report(rows: list[dict], command: str, loads: tuple, elapsed: float, section
                  f"{r['pairs/s']:.1f} | {r['tokens/s']:.0f} | {r['padding']:.1%} | {r['compile']} | "
                  f"{r['tokenize']:.0f} | {difference} |")
   return "\n".join(lines) + "\n"
-
-
-def write_section(path: str, section: str) -> None:
-  """Replaces the section of `path` whose heading is `section`'s first line (or appends it), leaving
-  the other sections as they are."""
-  text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-  heading = section.split("\n", 1)[0]
-  pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
-  if pattern.search(text):
-    text = pattern.sub(lambda _: section + "\n", text, count=1)
-  else:
-    text = text.rstrip("\n") + ("\n\n" if text else "") + section
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text)
 
 
 def main() -> None:
@@ -256,7 +202,7 @@ def main() -> None:
                    time.perf_counter() - start, args.section, bool(args.files))
   print(section)
   if args.write:
-    write_section(os.path.join(ROOT, "BENCHMARKS.md"), section)
+    write_section(os.path.join(REPO, "BENCHMARKS.md"), section)
 
 
 if __name__ == "__main__":

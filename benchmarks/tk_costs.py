@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/tk_costs.py runs/tk/best
 
 kernel pooling and cosines on 1,280 pairs of a 16-word query and a 160-word document (128-d
-vectors), matching 2,048 packed query terms in rows of 32 and of 64, contextualizing 16 documents of 128 words, and one scoring batch as `TK.batches` builds
-it (16 documents of 128 words, each read by 16 queries of 8 words: 256 pairs, their terms packed
-in rows of 32) with the checkpoint's TK; each timed as the mean of 10 calls after compilation.
+vectors), matching 2,048 packed query terms in rows of 32 and of 64, contextualizing 16 documents
+of 128 words, and one scoring batch as `TK.batches` builds it (16 documents of 128 words, each read
+by 16 queries of 8 words: 256 pairs, their terms packed in rows of 32) with the checkpoint's TK;
+each timed as the mean of 10 calls after compilation.
 """
 
-import sys
+import argparse
 import time
 
 import jax
@@ -66,4 +67,7 @@ if __name__ == "__main__":
   from t5rank.allocator import keep_freed_memory
 
   keep_freed_memory()  # as the t5rank command does
-  main(sys.argv[1])
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("checkpoint", help="a TK checkpoint (e.g. runs/tk/best, shipped:tk)")
+  main(parser.parse_args().checkpoint)

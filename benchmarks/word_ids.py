@@ -13,14 +13,11 @@ The first argument is a word vocabulary (a directory holding words.tsv, or the f
 
 import argparse
 import cProfile
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from t5rank.data.readers import read_corpus, read_queries  # noqa: E402
-from t5rank.models.words import WordVocabulary  # noqa: E402
+from t5rank.data.readers import read_corpus, read_queries
+from t5rank.models.words import WordVocabulary
 
 
 def main() -> int:

@@ -7,9 +7,9 @@ heap goes back to the kernel as soon as 128 KiB of it are free (`M_TRIM_THRESHOL
 128 KiB up (adapting up to 32 MiB) are `mmap`ped afresh and unmapped on free, and a thread's own
 arena cannot hold a block above 64 MiB at all, so it `mmap`s one for every such request: every step
 then touches new pages, and the kernel zero-fills each, a minor page fault per 4 KiB. A training
-step of the demo's tiny monoT5 allocates a 65 MiB block on a worker thread; on the 2-core
-development VM a `t5rank demo` spent 839 s of its 25 minutes in the kernel, on 346 million minor
-page faults (HISTORY.md, "Page faults", has the figures before and after).
+step of the demo's tiny monoT5 allocates a 65 MiB block on a worker thread, so that a `t5rank demo`
+spent much of its time in the kernel on minor page faults (HISTORY.md, "Page faults", has the
+figures before and after).
 
 `keep_freed_memory` sets, at start-up: one arena for all threads (`M_ARENA_MAX` 1: the main heap,
 which can hold blocks of any size), no `mmap`ped blocks (`M_MMAP_MAX` 0), and up to 1 GiB of freed

@@ -16,9 +16,11 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 @pytest.fixture(scope="session")
 def load_benchmark():
   """`load_benchmark("xpr_table")`: benchmarks/xpr_table.py imported as a module (the benchmark
-  scripts are not a package)."""
-  def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCHMARKS, f"{name}.py"))
+  scripts are not a package); `load_benchmark("experiments/dense_ensemble")` one of the one-off
+  experiments, benchmarks/experiments/dense_ensemble.py."""
+  def load(path: str):
+    name = path.rsplit("/", 1)[-1]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCHMARKS, f"{path}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -44,12 +44,12 @@ def test_the_device_check_runs_every_section_on_a_cpu(tmp_path):
   assert second and " 0 compiled" in second[0][3], second  # all from the cache
 
 
-def test_a_stage_over_the_top_k_is_compared_where_both_devices_gave_it_the_same_k(tmp_path):
+def test_a_stage_over_the_top_k_is_compared_where_both_devices_gave_it_the_same_k(tmp_path,
+                                                                                 load_benchmark):
   """`same_input_differences`: only the queries whose top K of the ranking before holds the same
   documents on both devices (in any order), and only their top K (below it a stage keeps the
   ranking before, scored by position)."""
-  sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-  from device_check import same_input_differences
+  same_input_differences = load_benchmark("device_check").same_input_differences
 
   from t5rank.data.readers import write_run
 

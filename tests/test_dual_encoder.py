@@ -522,7 +522,7 @@ def test_retrieve_tfidf_through_the_cli_and_dense_options_without_an_index(tmp_p
 def test_an_ensemble_index_scores_the_mean_of_the_models_cosines(load_benchmark):
   from types import SimpleNamespace
 
-  bench = load_benchmark("dense_ensemble")
+  bench = load_benchmark("experiments/dense_ensemble")
 
   def model(query_vectors, document_vectors):  # unit vectors, as an index holds them
     return SimpleNamespace(docids=["a", "b"], vectors=np.asarray(document_vectors, np.float32),

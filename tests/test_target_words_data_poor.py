@@ -1,5 +1,6 @@
-"""benchmarks/target_words_data_poor.py (the paper's Table 4 in miniature): its arithmetic by hand,
-and the whole loop on one variant, two trials of a shrunk model trained for 2 steps each, resumed."""
+"""benchmarks/target_words_data_poor.py (the paper's Table 4 in miniature): its arithmetic by hand
+(`t5rank.benchmarking`'s data-poor trials), and the whole loop on one variant, two trials of a
+shrunk model trained for 2 steps each, resumed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import math
 import os
 
 import pytest
+
+from t5rank import benchmarking
 
 SHRINK = ["--gin.TRAIN_STEPS=2", "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 2}",
           "--gin.config.get_config.d_model=32", "--gin.config.get_config.d_ff=64",
@@ -20,16 +23,16 @@ def bench(load_benchmark):
   return load_benchmark("target_words_data_poor")
 
 
-def test_steps_and_confidence_interval_by_hand(bench):
-  assert bench.train_steps(1000, 32) == 188  # 3 x 2,000 / 32 = 187.5
-  assert bench.train_steps(10000, 32) == 1875
-  mean, half = bench.mean_ci95([1.0, 2.0, 3.0])  # sd 1, t(0.975, 2) = 4.302653
+def test_steps_and_confidence_interval_by_hand():
+  assert benchmarking.train_steps(1000, 32) == 188  # 3 x 2,000 / 32 = 187.5
+  assert benchmarking.train_steps(10000, 32) == 1875
+  mean, half = benchmarking.mean_ci95([1.0, 2.0, 3.0])  # sd 1, t(0.975, 2) = 4.302653
   assert mean == 2.0 and half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
-  mean, half = bench.mean_ci95([0.5])
+  mean, half = benchmarking.mean_ci95([0.5])
   assert mean == 0.5 and math.isnan(half)
 
 
-def test_random_order_mrr10_by_hand(bench, monkeypatch):
+def test_random_order_mrr10_by_hand(monkeypatch):
   import insuranceqa_data
 
   # pool of 4 with 1 relevant: (1 + 1/2 + 1/3 + 1/4) / 4; pool of 3 with 2 relevant: ranks 1 and 2
@@ -39,13 +42,14 @@ def test_random_order_mrr10_by_hand(bench, monkeypatch):
   monkeypatch.setattr(insuranceqa_data, "load_valid", lambda: records)
   monkeypatch.setattr(insuranceqa_data, "load_answers",
                       lambda: {str(i): {"en": "a", "zh": "a"} for i in range(1, 5)})
-  assert bench.random_order_mrr10(2) == pytest.approx(((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4 + 5 / 6) / 2)
-  assert bench.random_order_mrr10(1) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+  assert benchmarking.random_order_mrr10(2) == pytest.approx(
+      ((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4 + 5 / 6) / 2)
+  assert benchmarking.random_order_mrr10(1) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
 
 
 def test_table_formats_mean_interval_and_trials(bench):
   results = {(1000, "hot_cold", t): {"mrr@10": v} for t, v in enumerate([0.1, 0.2, 0.3])}
-  text, cells = bench.table(results, [1000, 10000], ["hot_cold", "ab_de"])
+  text, cells = benchmarking.table(results, [1000, 10000], ["hot_cold", "ab_de"], bench.LABELS)
   assert cells[(1000, "hot_cold")][0] == pytest.approx(0.2)
   assert cells[(1000, "hot_cold")][2] == 3
   assert "| hot / cold | 0.200 ± 0.248 (3) |  |" in text

@@ -96,9 +96,9 @@ def insuranceqa_embeddings(directory: Optional[str] = None, *, language: str = "
                            min_count: int = 5, dim: int = 300, epochs: int = 5,
                            seed: int = 0) -> str:
   """`directory` (default runs/words_insuranceqa_{language}_{dim}d), holding InsuranceQA's word
-  embeddings (`collection_texts`), built first when it does not hold them with these settings
-  (about 1.5 minutes on a 2-core CPU). The TK gins' default WORD_EMBEDDINGS, so that they run on
-  a fresh clone."""
+  embeddings (`collection_texts`), built first (word2vec, minutes on a CPU) when it does not hold
+  them with these settings. The TK gins' default WORD_EMBEDDINGS, so that they run on a fresh
+  clone."""
   if directory is None:
     directory = os.path.join("runs", f"words_insuranceqa_{language}_{dim}d")
   settings_path = os.path.join(directory, SETTINGS_FILE)

@@ -35,7 +35,7 @@ from t5rank.models.words import UNK_ID, check_words, load_words
 logger = logging.getLogger(__name__)
 
 TERMS_PER_ROW = 64  # P: query terms matched per row (InsuranceQA queries: 7.4 words on average;
-# 64 halves the cost of 32's smaller matrix products on a CPU, HISTORY.md "TK")
+# 64 costs less than 32's smaller matrix products on a CPU, HISTORY.md "TK")
 DOCUMENT_BUCKET = 32  # documents are padded to a multiple of this many words (or the maximum)
 
 

@@ -51,10 +51,10 @@ def use_cpu_devices(count: Optional[int] = None) -> int:
   """Makes JAX's CPU backend `count` devices (default: one per core of `cpu_cores`); returns the
   count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
   `count` concurrent computations, one per core, instead of one computation whose small matrix
-  products XLA spreads thinly over all cores: 1.2 to 1.5x the pairs/s of the tiny model on 2 cores,
-  about the same for t5_small, the same scores (HISTORY.md, "One CPU device per core"). GPUs and
-  TPUs are unaffected (their devices are not the CPU backend's). Takes effect only before JAX starts its backends; later it logs a
-  warning and changes nothing."""
+  products XLA spreads thinly over all cores: faster for small models such as tiny, about the same
+  for t5_small, the same scores (HISTORY.md, "One CPU device per core"). GPUs and TPUs are
+  unaffected (their devices are not the CPU backend's). Takes effect only before JAX starts its
+  backends; later it logs a warning and changes nothing."""
   import jax
 
   count = cpu_cores() if count is None else count
@@ -83,8 +83,9 @@ def scoring_mesh(mesh_shape: Sequence[int] = (-1, 1)):
 
 def default_batch_tokens(mesh) -> int:
   """Padded tokens per batch: 2048 per data-parallel group of the mesh on a CPU (small, cache-sized
-  batches were fastest there), 131072 on a GPU (T5-base's step on an H200: 44% of the bfloat16 peak,
-  against 33% at 32768; BENCHMARKS.md "On a GPU"), 16384 per TPU core (16 GiB of memory on a v3).
+  batches were fastest there), 131072 on a GPU (T5-base's step on an H200 reaches a larger share of
+  the bfloat16 peak than at 32768; BENCHMARKS.md "On a GPU"), 16384 per TPU core (16 GiB of memory
+  on a v3).
   A group is one device on an (n, 1) mesh; on a (d, m) mesh each of the d groups of m devices
   computes its rows together, each device holding 1/m of the weights."""
   per_group = {"cpu": 2048, "gpu": 131072}.get(mesh.devices.flat[0].platform, 16384)

@@ -8,20 +8,17 @@ plain initialization and once with term-matching heads (`t5rank.models.network.t
 data, same steps, same seed; prints the training accuracy of the target word over the last
 `--log_every` steps of each.
 
-  .venv/bin/python benchmarks/term_matching_ablation.py --steps 800
+  .venv/bin/python benchmarks/experiments/term_matching_ablation.py --steps 800
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pseudo_batches(table, vocab, targets, *, batch_size: int, max_length: int, seed: int,

@@ -1,13 +1,13 @@
 """TK against monoT5 at the papers' sizes, on the same pairs (BENCHMARKS.md, "TK against monoT5 at
 the papers' sizes"):
 
-    .venv/bin/python benchmarks/tk_vs_monot5.py --pairs 256     # about 6 minutes on 2 cores
+    .venv/bin/python benchmarks/experiments/tk_vs_monot5.py --pairs 256
 
 TK as Hofstätter et al. (2020) size it (300-d word embeddings, 2 layers of 16 x 32 heads,
 feed-forward 100; queries cut to 30 words, documents to 200) over the InsuranceQA word list, and
 monoT5 on T5-base (223M; query and document cut to 512 tokens together, as the monoT5 paper), both
 with random float32 weights (speed does not depend on them), score the same InsuranceQA test pairs
-(`score_speed.insuranceqa_candidates`: the first test questions, 16 candidates each) through
+(`t5rank.benchmarking.insuranceqa_candidates`: the first test questions, 16 candidates each) through
 `t5rank score`'s pipeline (`score_candidates`: tokenization, shards, one CPU device per core),
 twice in one process: the first pass compiles, the second is timed. Prints one table (pairs/s,
 the ratio). On a few hundred pairs TK's rate is mostly its fixed cost per shard; a last row times
@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
@@ -59,7 +55,7 @@ def main() -> None:
   use_cpu_devices()  # one CPU device per core, as `t5rank score` by default
   import jax
 
-  from score_speed import insuranceqa_candidates, machine
+  from t5rank.benchmarking import insuranceqa_candidates, machine
   from t5rank.data.word_embeddings import insuranceqa_embeddings
   from t5rank.models import tk
   from t5rank.models.config import get_config

@@ -7,7 +7,7 @@ first directory's judged queries (MRR, steps of .05) and applied to the second's
 of the second monoT5's fusion row on both.
 
     E=runs/valid_exp
-    python benchmarks/second_monot5_depth.py $E/tune1000_m2 $E/tune_qrels.txt \\
+    python benchmarks/experiments/second_monot5_depth.py $E/tune1000_m2 $E/tune_qrels.txt \\
         $E/held_w1000_m2 $E/held_qrels.txt --depths 1000,200,150,100,75,50,30,20
 
 Each directory is a `t5rank rerank` output whose stages 01-04 are the dual encoder, TK, monoT5 and
@@ -18,17 +18,14 @@ the cascade's own fusion row.
 
 import argparse
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from t5rank.data.readers import read_qrels, read_run  # noqa: E402
-from t5rank.evaluation.metrics import per_query  # noqa: E402
-from t5rank.pipelines.cascade import scored_zscores  # noqa: E402
-from t5rank.ranking import fusion  # noqa: E402
-from t5rank.ranking.candidates import append_below, split_at_depth  # noqa: E402
+from t5rank.data.readers import read_qrels, read_run
+from t5rank.evaluation.metrics import per_query
+from t5rank.pipelines.cascade import scored_zscores
+from t5rank.ranking import fusion
+from t5rank.ranking.candidates import append_below, split_at_depth
 
 BEFORE = ("00_bm25.run", "01_dual_encoder.run", "02_tk.run", "03_monot5.run")
 

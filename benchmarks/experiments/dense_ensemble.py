@@ -1,7 +1,7 @@
 """An ensemble of dual encoders as one dense index: each model's unit vectors side by side, over √n.
 
-    python benchmarks/dense_ensemble.py --index runs/dense/indexes/de_s0 --index .../de_s1 \
-      --queries runs/dense/validation/data/queries.tsv --output ensemble.run
+    python benchmarks/experiments/dense_ensemble.py --index runs/dense/indexes/de_s0 \
+      --index .../de_s1 --queries runs/dense/validation/data/queries.tsv --output ensemble.run
 
 For n `t5rank index` directories of the same corpus, a query's and a document's vectors are the
 concatenations of their n unit vectors divided by √n, so the inner product is the mean of the n
@@ -13,16 +13,11 @@ exhaustive or ANN search). Writes the top `--k` of each query as a TREC run; eva
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from t5rank.data.readers import read_queries, write_run  # noqa: E402
-from t5rank.retrieval.dense import DenseRetriever, exact_top_k  # noqa: E402
+from t5rank.data.readers import read_queries, write_run
+from t5rank.retrieval.dense import DenseRetriever, exact_top_k
 
 
 def ensemble_vectors(retrievers: list[DenseRetriever], texts: list[str]

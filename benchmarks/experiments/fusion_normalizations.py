@@ -2,7 +2,8 @@
 pool) fused with other per-query normalizations than the cascade's z-scores: weights tuned on the
 validation cascade's questions (MRR, steps of .05), test MRR, for each work directory given.
 
-    python benchmarks/fusion_normalizations.py runs/insuranceqa_cascade runs/seed1 runs/seed2
+    python benchmarks/experiments/fusion_normalizations.py runs/insuranceqa_cascade runs/seed1 \
+        runs/seed2
 
 Each argument is a `t5rank demo` work directory that ran a validation cascade (valid_cascade/, so
 not one that used the shipped weights alone) and the test cascade (cascade/). Normalizations:
@@ -16,11 +17,9 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from t5rank.data.readers import read_qrels, read_run  # noqa: E402
-from t5rank.evaluation.metrics import per_query  # noqa: E402
-from t5rank.ranking import fusion  # noqa: E402
+from t5rank.data.readers import read_qrels, read_run
+from t5rank.evaluation.metrics import per_query
+from t5rank.ranking import fusion
 
 RUNS = ("00_bm25.run", "01_dual_encoder.run", "02_tk.run", "03_monot5.run")
 

@@ -2,7 +2,7 @@
 weighting's fused run (`per_query`, the way tuning went before), on a cascade's own runs: every
 weighting's value must be the same float, and the time each way.
 
-    python benchmarks/fusion_tuning_check.py runs/insuranceqa_cascade/valid_cascade \\
+    python benchmarks/experiments/fusion_tuning_check.py runs/insuranceqa_cascade/valid_cascade \\
         runs/insuranceqa_cascade/data_valid/qrels.txt
 
 The first argument is a `t5rank rerank --tune-fusion` work directory (the demo's validation
@@ -15,12 +15,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from t5rank.data.readers import read_qrels, read_run  # noqa: E402
-from t5rank.evaluation.metrics import per_query  # noqa: E402
-from t5rank.ranking import fusion  # noqa: E402
-from t5rank.ranking.candidates import split_at_depth  # noqa: E402
+from t5rank.data.readers import read_qrels, read_run
+from t5rank.evaluation.metrics import per_query
+from t5rank.ranking import fusion
+from t5rank.ranking.candidates import split_at_depth
 
 
 def main() -> int:
