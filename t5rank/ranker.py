@@ -166,6 +166,7 @@ class PlannedRun:
     """`plan_ranking`'s answer: (index in the documents, score), best first."""
     return [(int(docid), score) for docid, score in self.run(scores, p).get("q", [])]
 
+
 def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str] = None,
          precision: Optional[str] = None, batch_tokens: Optional[int] = None,
          window: int = 0, stride: int = ScoringOptions.stride, passages: str = "maxp",
