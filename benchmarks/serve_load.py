@@ -35,9 +35,8 @@ import time
 from typing import Callable, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 SEED = 0
 

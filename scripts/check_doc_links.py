@@ -35,9 +35,9 @@ def anchor(heading: str) -> str:
   return text.replace(" ", "-")
 
 
-def prose_lines(text: str) -> list[tuple[int, str]]:
-  """(line number, line) of the lines outside fenced code blocks, inline code spans blanked."""
-  lines, fenced = [], None
+def outside_fences(text: str):
+  """(line number, line) of each line outside fenced code blocks (the fences excluded)."""
+  fenced = None
   for number, line in enumerate(text.splitlines(), 1):
     fence = FENCE.match(line)
     if fence:
@@ -47,8 +47,13 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
         fenced = None
       continue
     if fenced is None:
-      lines.append((number, INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)))
-  return lines
+      yield number, line
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+  """(line number, line) of the lines outside fenced code blocks, inline code spans blanked."""
+  return [(number, INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line))
+          for number, line in outside_fences(text)]
 
 
 def anchors(text: str) -> set[str]:
@@ -56,16 +61,8 @@ def anchors(text: str) -> set[str]:
   suffixed -1, -2, ... as GitHub does."""
   seen: dict[str, int] = {}
   found = set()
-  fenced = None
-  for line in text.splitlines():
-    fence = FENCE.match(line)
-    if fence:
-      if fenced is None:
-        fenced = fence.group(1)
-      elif fence.group(1) == fenced:
-        fenced = None
-      continue
-    match = HEADING.match(line) if fenced is None else None
+  for _, line in outside_fences(text):
+    match = HEADING.match(line)
     if not match:
       continue
     slug = anchor(match.group(2))

@@ -9,6 +9,17 @@ import numpy as np
 
 from t5rank.models.config import T5Config, get_config
 
+# One query and six short insurance texts with BM25-like scores: what the front door's tests rank.
+SAMPLE_QUERY = "does life insurance cover a car accident"
+SAMPLE_DOCUMENTS = (
+    "Life insurance pays a death benefit when the insured dies, whatever the cause.",
+    "Car insurance covers damage to your car after an accident.",
+    "A term life policy lasts a fixed number of years.",
+    "Homeowners insurance protects your house and what is in it.",
+    "An accidental death rider adds to the life insurance benefit.",
+    "Deductibles are what you pay before the insurer pays.")
+SAMPLE_BM25 = (7.5, 6.25, 5.0, 1.5, 6.75, 2.0)
+
 # A 1+1-layer, d_model 32 T5 (T5's vocabulary unless overridden): cheap to compile, for tests.
 MICRO = dict(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_encoder_layers=1, num_decoder_layers=1)
 

@@ -11,15 +11,9 @@ pt = pytest.importorskip("pyterrier")  # the `pyterrier` extra; the `test` extra
 
 import t5rank  # noqa: E402
 from t5rank.pyterrier import FIRST_STAGE, Reranker  # noqa: E402
+from t5rank.testing import SAMPLE_BM25, SAMPLE_DOCUMENTS, SAMPLE_QUERY  # noqa: E402
 
-QUERY = "does life insurance cover a car accident"
-DOCUMENTS = ["Life insurance pays a death benefit when the insured dies, whatever the cause.",
-             "Car insurance covers damage to your car after an accident.",
-             "A term life policy lasts a fixed number of years.",
-             "Homeowners insurance protects your house and what is in it.",
-             "An accidental death rider adds to the life insurance benefit.",
-             "Deductibles are what you pay before the insurer pays."]
-BM25 = [7.5, 6.25, 5.0, 1.5, 6.75, 2.0]
+QUERY, DOCUMENTS, BM25 = SAMPLE_QUERY, list(SAMPLE_DOCUMENTS), list(SAMPLE_BM25)
 
 
 def frame() -> pd.DataFrame:
