@@ -227,10 +227,16 @@ def _writer_lock(directory: str) -> Iterator[None]:
 
   parent, name = os.path.split(directory)
   path = os.path.join(parent, f".{name}{_LOCK}")
-  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+  try:  # never through a link planted under the lock's name
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~_umask())
+  except OSError as e:
+    raise OutputError(f"{path}: cannot lock the output there ({e.strerror}); remove that file if "
+                      "no t5rank process is writing it") from None
   try:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      if not os.path.exists(path) or os.stat(path).st_ino != os.fstat(fd).st_ino:
+        raise BlockingIOError  # the holder removed it meanwhile: another writer has begun
     except BlockingIOError:
       holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
       raise OutputError(f"{directory} is being written by another t5rank process (pid "

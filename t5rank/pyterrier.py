@@ -52,10 +52,10 @@ class Reranker(pt.Transformer):
     out = []
     for _, group in frame.groupby("qid", sort=False):
       group = group.reset_index(drop=True)
+      if "score" in group.columns:  # the stage before's ranking orders the candidates (depth)
+        group = group.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
       first = (group[FIRST_STAGE].tolist() if self.ranker.reranker.reads_first_stage
                and FIRST_STAGE in group.columns else None)
-      if first is None and "score" in group.columns:  # the given ranking orders the candidates
-        group = group.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
       ranked = self.ranker.rank(str(group["query"].iloc[0]), group[self.text_field].tolist(),
                                 first_stage_scores=first)
       rows = group.iloc[[r["corpus_id"] for r in ranked]].copy()

@@ -26,7 +26,7 @@ import numpy as np
 from t5rank.data.readers import Document
 from t5rank.ranking.candidates import append_below, first_stage_scores, split_at_depth
 from t5rank.ranking.scorer import (PRECISIONS, ScoringJob, ScoringOptions, default_batch_tokens,
-                                   plan_job, score_batches)
+                                   first_stage_of_candidates, plan_job, score_batches)
 
 
 class Ranker:
@@ -68,8 +68,8 @@ class Ranker:
       raise ValueError("predict takes (query, text) pairs of strings")
     queries = {str(i): q for i, (q, _) in enumerate(pairs)}
     corpus = {str(i): Document(t) for i, (_, t) in enumerate(pairs)}
-    scores = self._first_stage(first_stage_scores, len(pairs))
-    candidates = {str(i): [(str(i), scores[i])] for i in range(len(pairs))}
+    first = self._first_stage(first_stage_scores, len(pairs))
+    candidates = {str(i): [(str(i), first[i] if first else 0.0)] for i in range(len(pairs))}
     run = self._score(queries, corpus, candidates)
     return np.array([run[str(i)][0][1] for i in range(len(pairs))], np.float64)
 
@@ -77,10 +77,11 @@ class Ranker:
            return_documents: bool = False,
            first_stage_scores: Optional[Sequence[float]] = None) -> list[dict[str, Any]]:
     """`documents` ranked for `query`, best first: [{"corpus_id": index in `documents`, "score":
-    s[, "text": the document]}, ...], the first `top_k` (None: all). `first_stage_scores` (one per
-    document) for a model that reads each candidate's BM25 score; they also order the documents
-    for a ranker made with `depth` (only the best `depth` are reranked, the rest kept below, as
-    `t5rank score --depth`); without them the documents' order is that ranking."""
+    s[, "text": the document]}, ...], the first `top_k` (None: all). The documents' order is the
+    ranking they come from: a ranker made with `depth` reranks the first `depth` and keeps the
+    rest below in that order (`t5rank score --depth` over a run in that order).
+    `first_stage_scores` (one per document) for a model that reads each candidate's BM25 score in
+    its input (`t5rank score --first-stage-run`); other models ignore them."""
     if top_k is not None and top_k < 1:
       raise ValueError(f"top_k must be a positive number, got {top_k}")
     planned = self.plan_ranking(query, documents, first_stage_scores)
@@ -97,19 +98,22 @@ class Ranker:
     if not isinstance(query, str) or isinstance(documents, str) or not all(
         isinstance(d, str) for d in documents):
       raise ValueError("rank takes a query string and a list of document strings")
-    scores = self._first_stage(first_stage_scores, len(documents))
+    first = self._first_stage(first_stage_scores, len(documents))
     corpus = {str(i): Document(text) for i, text in enumerate(documents)}
-    return self.plan({"q": query}, corpus, {"q": [(str(i), s) for i, s in enumerate(scores)]})
+    order = {"q": [(str(i), float(len(documents) - i)) for i in range(len(documents))]}
+    return self.plan({"q": query}, corpus, order,
+                     {"q": [(str(i), s) for i, s in enumerate(first)]} if first is not None
+                     else None)
 
-  def _first_stage(self, given: Optional[Sequence[float]], n: int) -> list[float]:
-    """Each candidate's first-stage score: `given`, or (for a model that reads none) n, n−1, ...,
-    1, which keep the given order."""
+  def _first_stage(self, given: Optional[Sequence[float]], n: int) -> Optional[list[float]]:
+    """The first-stage score of each of `n` texts, checked: `given`, or None for a model that
+    reads none (`given` is then ignored)."""
+    if not self.reranker.reads_first_stage:
+      return None
     if given is None:
-      if self.reranker.reads_first_stage:
-        raise ValueError(f"{self.checkpoint} reads each candidate's BM25 score in its input "
-                         "(its metadata's bm25_in_input): pass first_stage_scores, one BM25 "
-                         "score per text")
-      return [float(n - i) for i in range(n)]
+      raise ValueError(f"{self.checkpoint} reads each candidate's BM25 score in its input "
+                       "(its metadata's bm25_in_input): pass first_stage_scores, one BM25 "
+                       "score per text")
     given = [float(s) for s in given]
     if len(given) != n:
       raise ValueError(f"first_stage_scores has {len(given)} scores for {n} texts")
@@ -117,11 +121,16 @@ class Ranker:
       raise ValueError("first_stage_scores holds a NaN or infinite score")
     return given
 
-  def plan(self, queries, corpus, candidates) -> "PlannedRun":
+  def plan(self, queries, corpus, candidates, first_stage_run=None) -> "PlannedRun":
     """The plan of the run `t5rank score` writes for `candidates` (in memory: no files, no
-    shards): the examples of each query's top candidates and how their scores become the run."""
+    shards): the examples of each query's top candidates (by the candidates' scores) and how their
+    scores become the run. A model that reads first-stage scores reads them from
+    `first_stage_run` (as `t5rank score --first-stage-run`), else from `candidates`."""
     top, rest = split_at_depth(candidates, self.options.depth)
-    first_stage = first_stage_scores(top) if self.reranker.reads_first_stage else None
+    first_stage = None
+    if self.reranker.reads_first_stage:
+      first_stage = first_stage_scores(top if first_stage_run is None
+                                       else first_stage_of_candidates(first_stage_run, top))
     job = plan_job(self.reranker, queries, corpus, top, self.options, first_stage)
     examples = self.reranker.encode(*job.inputs(job.pairs)) if job.pairs else []
     return PlannedRun(job, examples, rest if self.options.depth is not None else None)

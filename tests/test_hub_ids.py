@@ -81,3 +81,25 @@ def test_an_output_inside_a_cached_snapshot_is_refused(hub, capsys):
   with pytest.raises(SystemExit) as e:
     cli.main(["convert", "--input", REPO, "--to", "hf", "-o", os.path.join(hub, "out")])
   assert "lies inside --input" in str(e.value.code)
+
+
+def test_names_meant_as_local_paths_never_reach_the_hub(hub, tmp_path, monkeypatch):
+  import huggingface_hub
+
+  def no_network(*args, **kwargs):
+    raise AssertionError("asked the Hub")
+
+  monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
+  (tmp_path / "base").mkdir()
+  (tmp_path / "base" / "model.ckpt-999900.index").write_text("")
+  assert local_path("base/model.ckpt-999900") == "base/model.ckpt-999900"  # a TF prefix
+  assert local_path("base/missing") == "base/missing"  # under a directory that exists here
+  assert local_path("./a/b") == "./a/b"
+
+
+def test_a_stage_takes_a_hub_id_at_a_revision(hub):
+  from t5rank.pipelines.cascade import parse_stage
+
+  assert parse_stage(f"{REPO}@v1").checkpoint == f"{REPO}@v1"
+  stage = parse_stage(f"duo={REPO}@v1@10")
+  assert (stage.name, stage.checkpoint, stage.depth) == ("duo", f"{REPO}@v1", 10)

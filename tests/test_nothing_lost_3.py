@@ -318,3 +318,33 @@ def test_a_misshaped_checkpoint_is_one_line(tmp_path, capsys):
                   str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"), "--run",
                   str(tmp_path / "r.run"), "--window", "0", "-o", str(tmp_path / "o.run")], capsys)
   assert "misshaped" in message
+
+
+def test_family_stated_only_where_the_files_say_it(tmp_path, tiny):
+  from t5rank.checkpoints.models import scoring_settings
+
+  # an earlier convert's duoT5: metadata without `model` or a trainer's task_name
+  config = micro_config()
+  save_checkpoint(str(tmp_path / "old_convert"), random_params(config), config,
+                  {"target_words": "true_false"})
+  assert not scoring_settings(str(tmp_path / "old_convert"))["model_stated"]
+  assert scoring_settings(shipped.path("monot5"))["model_stated"]  # the trainer's task_name
+  # convert without --reranker does not invent a family for a checkpoint that states none
+  assert cli.main(["convert", "--input", str(tmp_path / "old_convert"), "--to", "hf", "-o",
+                   str(tmp_path / "hf")]) == 0
+  assert not scoring_settings(str(tmp_path / "hf"))["model_stated"]
+  assert cli.main(["convert", "--input", str(tmp_path / "old_convert"), "--to", "native",
+                   "--reranker", "duot5", "-o", str(tmp_path / "duo_native")]) == 0
+  assert scoring_settings(str(tmp_path / "duo_native"))["model"] == "duot5"
+
+
+def test_the_lock_is_never_taken_through_a_link(tmp_path):
+  from t5rank.files import OutputError
+
+  victim = tmp_path / "victim.txt"
+  victim.write_text("mine")
+  (tmp_path / ".out.t5rank-lock").symlink_to(victim)
+  with pytest.raises(OutputError, match="cannot lock"):
+    with atomic_directory(str(tmp_path / "out")):
+      pass
+  assert victim.read_text() == "mine"

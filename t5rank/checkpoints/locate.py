@@ -7,7 +7,8 @@ the Python API turn what a user typed into a path.
     local_path("castorini/monot5-base-msmarco@a1b2c3d")  ... at a revision (a branch, tag or commit)
 
 The rule, in this order: an existing local path wins (a directory named `castorini/monot5-base-
-msmarco` beside you is that directory, not the Hub's model); then `shipped:NAME`; then a Hub id
+msmarco` beside you is that directory, not the Hub's model, and a name under a directory that exists
+here, such as `runs/model`, or a TensorFlow prefix, is a path); then `shipped:NAME`; then a Hub id
 `ORG/NAME[@REVISION]`, resolved with `huggingface_hub` (the ecosystem's own client): from the local
 Hugging Face cache when it is there (`HF_HUB_CACHE`, else `HF_HOME/hub`, else
 ~/.cache/huggingface/hub), else downloaded into that cache, only `config.json`, the SentencePiece
@@ -27,7 +28,8 @@ from typing import Optional
 
 from t5rank.checkpoints import shipped
 
-HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./-]+))?")
+HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./-]+))?",
+                    re.ASCII)
 # besides the weights, what a reranker needs from a Hub repository
 HUB_FILES = ("config.json", "spiece.model", "t5rank.json", "generation_config.json")
 # the weights formats, in the order t5rank reads them (`t5rank.checkpoints.hf`)
@@ -51,15 +53,22 @@ def local_path(name: Optional[str]) -> Optional[str]:
   if name.startswith(shipped.PREFIX):
     return shipped.resolve(name)
   match = HUB_ID.fullmatch(name)
-  if match is None or name.startswith((".", "/", "~")):
-    return name  # a path that does not exist: the reader says so
+  if match is None or _local_looking(name):
+    return name  # a path that does not exist (or a TF prefix): the reader says so
   return hub_snapshot(match["repo"], match["revision"])
+
+
+def _local_looking(name: str) -> bool:
+  """Whether `name` is meant as a local path although it does not exist: absolute or explicitly
+  relative, a TensorFlow checkpoint prefix (`DIR/model.ckpt-N`: its `.index` exists), or under a
+  directory that exists here (`runs/model` beside a `runs/`)."""
+  return (name.startswith((".", "/", "~")) or os.path.exists(name + ".index")
+          or os.path.isdir(name.split("/", 1)[0]))
 
 
 def is_hub_id(name: str) -> bool:
   """Whether `name` reads as a Hub id and is no local path."""
-  return not os.path.exists(name) and not name.startswith((".", "/", "~")) and bool(
-      HUB_ID.fullmatch(name))
+  return not os.path.exists(name) and not _local_looking(name) and bool(HUB_ID.fullmatch(name))
 
 
 def hub_cache() -> str:

@@ -77,13 +77,16 @@ def scoring_settings(checkpoint: str, config: Optional[T5Config] = None) -> dict
   from a Hugging Face directory's `spiece.model` (with as many of T5's 100 extra ids as `config`'s
   embedding holds; T5's 100 without `config`), `t5rank.json` and `model_type` (mT5: yes/no).
   Values it does not know are None; "model_stated" says whether the checkpoint's own files name
-  its family (a t5rank checkpoint's always do: metadata.json's `model`, monoT5 when absent; a
-  Hugging Face directory's only in `t5rank.json`). Reads no weights."""
+  its family (a t5rank checkpoint's metadata.json `model`, or monoT5 by the trainer's own: a
+  `task_name` and no `model`; a Hugging Face directory's `t5rank.json`). Reads no weights."""
   checkpoint = local_path(checkpoint)
   if native.is_native_checkpoint(checkpoint):
     metadata = native.read_metadata(checkpoint)
     vocabulary = metadata.get("vocabulary")
-    return {"model": metadata.get("model", registry.DEFAULT), "model_stated": True,
+    # the trainer's checkpoints (a task_name) state monoT5 by saying no other; one converted by an
+    # earlier t5rank from a Hugging Face duoT5 may say nothing
+    stated = "model" in metadata or "task_name" in metadata
+    return {"model": metadata.get("model", registry.DEFAULT), "model_stated": stated,
             "metadata": metadata,
             "vocabulary": os.path.join(checkpoint, vocabulary) if vocabulary else None,
             "vocabulary_extra_ids": metadata.get("vocabulary_extra_ids"),

@@ -96,8 +96,9 @@ def _check_config_copy(directory: str) -> None:
   except ValueError as e:
     raise ValueError(f"{path}: not valid JSON ({e})") from None
   if isinstance(stored, dict) and isinstance(recorded, dict):
-    stored, recorded = ({k: v for k, v in d.items() if k != "dropout_rate"}
-                        for d in (stored, recorded))
+    # dropout is a run setting; a vocabulary is recorded by path in training, by name once saved
+    stored, recorded = ({k: os.path.basename(v) if k == "vocabulary" and isinstance(v, str) else v
+                         for k, v in d.items() if k != "dropout_rate"} for d in (stored, recorded))
   if stored != recorded:
     differ = sorted(k for k in set(stored) | set(recorded) if stored.get(k) != recorded.get(k)) \
         if isinstance(stored, dict) and isinstance(recorded, dict) else []

@@ -52,8 +52,16 @@ _STORAGE_DTYPES = {
 }
 
 
+class _Sealed:
+  """What the pickle's BUILD opcode may not change: the records `find_class` hands out are shared
+  by every load, so a pickle that tries to set their state is refused."""
+
+  def __setstate__(self, state: Any) -> None:
+    raise TypeError(f"the pickle sets the state of {type(self).__name__}, which torch never does")
+
+
 @dataclasses.dataclass(frozen=True)
-class StorageType:
+class StorageType(_Sealed):
   """A torch storage type named in the pickle; a record, not a callable."""
   name: str
   dtype: np.dtype
@@ -90,9 +98,16 @@ def _rebuild_tensor(storage: Any, offset: Any, shape: Any, stride: Any, *rest: A
   return TensorRef(storage, offset, shape, stride)
 
 
+class _Rebuild(_Sealed):
+  """`_rebuild_tensor` as the pickle sees it: callable, its state sealed."""
+
+  def __call__(self, *args: Any) -> TensorRef:
+    return _rebuild_tensor(*args)
+
+
 _GLOBALS = {
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor_v2"): _Rebuild(),
+    ("torch._utils", "_rebuild_tensor"): _Rebuild(),
     ("collections", "OrderedDict"): collections.OrderedDict,
     **{(module, name): StorageType(name, np.dtype(dtype))
        for name, dtype in _STORAGE_DTYPES.items()
@@ -188,6 +203,8 @@ def _open_zip(path: str) -> tuple[dict[str, TensorRef], Callable[[Storage], np.n
       with open(path, "rb") as f:
         f.seek(info.header_offset)
         header = f.read(30)
+      if len(header) < 30:
+        raise CheckpointError(f"{path}: truncated: the entry of storage {storage.key!r} is cut")
       name_length, extra_length = struct.unpack("<HH", header[26:30])
       start = info.header_offset + 30 + name_length + extra_length
       if start + storage.numel * dtype.itemsize > os.path.getsize(path):

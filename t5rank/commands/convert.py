@@ -85,7 +85,9 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
   settings = scoring_settings(input_path)
   check_family(input_path, settings, reranker)
   config, params = load_checkpoint(input_path, config)
-  settings = dict(scoring_settings(input_path, config), model=reranker or settings["model"])
+  stated = settings["model_stated"] or reranker is not None
+  settings = dict(scoring_settings(input_path, config),
+                  model=(reranker or settings["model"]) if stated else None)
   if to == "native":
     extra = {k: settings[k] for k in ("model", "target_words", "bm25_in_input")
              if settings[k] is not None}
@@ -111,10 +113,11 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
   else:
     save_t5x_checkpoint(output_path, params, config, step=step)
     if settings["vocabulary"] or settings["target_words"] not in (None, "true_false") or (
-        settings["model"] != "monot5"):
+        settings["model"] not in (None, "monot5")):
       print(f"note: a t5x checkpoint stores no tokenizer, target words or model family; score it "
             f"with --vocab {settings['vocabulary'] or 't5'} --targets {settings['target_words']}"
-            + (f" --reranker {settings['model']}" if settings["model"] != "monot5" else ""))
+            + (f" --reranker {settings['model']}" if settings["model"] not in (None, "monot5")
+               else ""))
   return config
 
 

@@ -58,8 +58,8 @@ def add_parser(subparsers) -> None:
   model.add_argument("--language", default="en", metavar="CODE",
                      help="the sentence splitter's language for --window (default en)")
   model.add_argument("--depth", type=positive_int, metavar="K",
-                     help="rerank only the best K texts of a request by their first_stage_scores "
-                          "(or their order), the rest kept below (duoT5's K)")
+                     help="rerank only the first K texts of a request (send them ranked), the "
+                          "rest kept below in their order (duoT5's K)")
   model.add_argument("--aggregate", choices=PAIR_AGGREGATIONS, default="sym-sum",
                      help="a pairwise reranker's (duoT5) aggregation of its pairs")
   model.add_argument("--targets", help="target words: true_false, or positive,negative")

@@ -33,7 +33,7 @@ import os
 import time
 from typing import Mapping, Optional, Sequence
 
-from t5rank.checkpoints.locate import local_path
+from t5rank.checkpoints.locate import is_hub_id, local_path
 from t5rank.checkpoints.models import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
@@ -64,8 +64,8 @@ class RerankStage:
 def parse_stage(text: str) -> RerankStage:
   """A stage from `[NAME=]CHECKPOINT[@DEPTH]`, e.g. `monot5=runs/demo/model/final@100`: NAME is a
   word (letters, digits, _) before the first `=`, DEPTH a positive number (digits 0-9) after the
-  last `@`. A checkpoint whose path holds an `@` is given as it is, when that path exists and
-  what follows its last `@` is no number."""
+  last `@`. A checkpoint whose path holds an `@` (or a Hub id's `@REVISION`) is given as it is
+  when what follows its last `@` is no number: `ORG/NAME@REVISION@DEPTH` for both."""
   import re
 
   name, sep, rest = text.partition("=")
@@ -75,7 +75,7 @@ def parse_stage(text: str) -> RerankStage:
   if not sep:
     checkpoint, depth = rest, ""
   elif not re.fullmatch(r"[0-9]+", depth):
-    if os.path.exists(rest):  # a path with an `@` in it
+    if os.path.exists(rest) or is_hub_id(rest):  # a path with an `@`, or a Hub id's @REVISION
       checkpoint, depth = rest, ""
     else:
       raise ValueError(f"a stage is [NAME=]CHECKPOINT[@DEPTH] with DEPTH a positive number of "

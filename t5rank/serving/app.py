@@ -93,8 +93,18 @@ def make_app(service: Service) -> Starlette:
       body = await read_body(request, limits.max_body_bytes)
     except ClientDisconnect:
       return Response(status_code=499)
-    query = read(wire.parse_body(body), limits)
-    ticket = batcher.admit(len(query.texts))
+    query = read(await run_in_threadpool(wire.parse_body, body), limits)  # off the event loop
+    units = len(query.texts)
+    if ranker.reranker.pairwise:  # duoT5 scores k(k-1) ordered pairs of the first k texts
+      k = min(units, ranker.options.depth or units)
+      if k * (k - 1) > limits.max_texts:
+        raise wire.RequestError(413, f"{family} scores every ordered pair of the first {k} texts "
+                                f"({k * (k - 1)} pairs), more than --max-texts "
+                                f"{limits.max_texts}: send at most the top "
+                                f"{max_pairwise_texts(limits.max_texts)} texts, or serve with "
+                                "--depth")
+      units = max(units, k * (k - 1))
+    ticket = batcher.admit(units)
     submitted = False
     try:
       try:
@@ -116,13 +126,22 @@ def make_app(service: Service) -> Starlette:
       return error(500, f"scoring failed: {type(e).__name__}: {e}")
     return JSONResponse(answer(query, ranking, family))
 
+  async def guarded(request: Request, read: Callable, answer: Callable) -> Response:
+    try:
+      return await rerank(request, read, answer)
+    except (wire.RequestError, QueueFull, Closed, HTTPException):
+      raise  # their own handlers answer them
+    except Exception as e:  # answered here: the server's log gets one line, not a traceback
+      logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(e).__name__, e)
+      return error(500, f"scoring failed: {type(e).__name__}: {e}")
+
   async def tei(request: Request) -> Response:
-    return await rerank(request, wire.read_tei, wire.tei_answer)
+    return await guarded(request, wire.read_tei, wire.tei_answer)
 
   async def cohere(request: Request) -> Response:
     version = "2" if request.url.path.startswith("/v2/") else "1"
-    return await rerank(request, wire.read_cohere,
-                        lambda *answer: wire.cohere_answer(*answer, version=version))
+    return await guarded(request, wire.read_cohere,
+                         lambda *answer: wire.cohere_answer(*answer, version=version))
 
   async def health(request: Request) -> Response:
     if service.stopping:
@@ -166,6 +185,14 @@ def make_app(service: Service) -> Starlette:
       exception_handlers={wire.RequestError: refused, QueueFull: full, Closed: closed,
                           HTTPException: http, Exception: failed},
       lifespan=lifespan)
+
+
+def max_pairwise_texts(max_pairs: int) -> int:
+  """The most texts k whose k(k-1) ordered pairs fit `max_pairs`."""
+  k = 1
+  while (k + 1) * k <= max_pairs:
+    k += 1
+  return k
 
 
 async def read_body(request: Request, limit: int) -> bytes:
