@@ -192,5 +192,5 @@ def render_png(path: str, query: str, explanations: Sequence[Explanation],
   from t5rank.files import atomic_write
 
   with atomic_write(path, "wb") as f:
-    fig.savefig(f, format="png")
+    fig.savefig(f, format="png", bbox_inches="tight")  # no blank band around the panels
   plt.close(fig)

@@ -481,6 +481,11 @@ def plot_cascade(report: dict, path: str, title: str, metric: str = "MRR") -> No
   ax.set_xlabel(f"{metric} ({report['queries']} queries; p: paired t-test, Bonferroni over "
                 f"{report['comparisons']} comparisons)")
   ax.set_title(title, fontsize=9)
+  from matplotlib.patches import Patch
+
+  ax.legend(handles=[Patch(color="#4c72b0", label="a stage's own ranking"),
+                     Patch(color="#dd8452", label="fused with the stages before it")],
+            loc="upper center", bbox_to_anchor=(0.5, -0.24), ncols=2, fontsize=8, frameon=False)
   fig.tight_layout()
-  with atomic_write(path, "wb") as f:
-    fig.savefig(f, format="png")
+  with atomic_write(path, "wb") as f:  # tight: the annotations past the axes are in the image
+    fig.savefig(f, format="png", bbox_inches="tight")
