@@ -174,7 +174,8 @@ def test_a_hugging_face_directory_is_read_as_duot5_when_told(tmp_path):
   assert isinstance(load_reranker(str(tmp_path / "hf"), model="duot5")[0], DuoT5)
   save_checkpoint(str(tmp_path / "tk_like"), random_params(config, std=0.2), config,
                   {"model": "monot5"})
-  with pytest.raises(ValueError, match="is a monot5 checkpoint \(its files say so\); --reranker duot5 is only for"):
+  with pytest.raises(ValueError,
+                     match=r"is a monot5 checkpoint \(its files say so\); --reranker duot5 is only"):
     load_reranker(str(tmp_path / "tk_like"), model="duot5")
 
 
