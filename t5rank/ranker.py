@@ -24,9 +24,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from t5rank.data.readers import Document
-from t5rank.ranking.candidates import append_below, first_stage_scores, split_at_depth
-from t5rank.ranking.scorer import (PRECISIONS, ScoringJob, ScoringOptions, default_batch_tokens,
-                                   first_stage_of_candidates, plan_job, score_batches)
+from t5rank.ranking.jobs import ScoringJob, job_class, plan_job
+from t5rank.ranking.scorer import PRECISIONS, ScoringOptions, default_batch_tokens, score_batches
 
 
 class Ranker:
@@ -60,7 +59,7 @@ class Ranker:
     """One score per `(query, text)` pair, as `t5rank score` gives it (float64 array, in the
     pairs' order). `first_stage_scores` (one per pair) for a model that reads each candidate's
     BM25 score. A pairwise model (duoT5) scores a text against the others: use `rank`."""
-    if self.reranker.pairwise:
+    if not job_class(self.reranker).independent:
       raise ValueError(f"{self.family} scores each text against the others of a query; "
                        "use rank(query, documents)")
     pairs = [tuple(pair) for pair in pairs]
@@ -126,14 +125,9 @@ class Ranker:
     shards): the examples of each query's top candidates (by the candidates' scores) and how their
     scores become the run. A model that reads first-stage scores reads them from
     `first_stage_run` (as `t5rank score --first-stage-run`), else from `candidates`."""
-    top, rest = split_at_depth(candidates, self.options.depth)
-    first_stage = None
-    if self.reranker.reads_first_stage:
-      first_stage = first_stage_scores(top if first_stage_run is None
-                                       else first_stage_of_candidates(first_stage_run, top))
-    job = plan_job(self.reranker, queries, corpus, top, self.options, first_stage)
+    job = plan_job(self.reranker, queries, corpus, candidates, self.options, first_stage_run)
     examples = self.reranker.encode(*job.inputs(job.pairs)) if job.pairs else []
-    return PlannedRun(job, examples, rest if self.options.depth is not None else None)
+    return PlannedRun(job, examples)
 
   def score_examples(self, examples: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(score, P), each (len(examples),) float32, of encoded examples (`plan`'s, or several plans'
@@ -160,16 +154,13 @@ class Ranker:
 @dataclasses.dataclass
 class PlannedRun:
   """A run to score (`Ranker.plan`): `examples`, the model inputs of each query's top candidates,
-  and how their scores make the run (`run`); `rest`, the candidates below the depth (None
-  without one)."""
+  and how their scores make the run (`run`, the job's)."""
   job: ScoringJob
   examples: list
-  rest: Optional[dict]
 
   def run(self, scores: np.ndarray, p: np.ndarray) -> dict:
     """The run of the examples' (score, P), in `examples`' order: {qid: [(docid, score), ...]}."""
-    run, _ = self.job.rank(zip(self.job.pairs, scores.tolist(), p.tolist()))
-    return append_below(run, self.rest) if self.rest is not None else run
+    return self.job.run(zip(self.job.pairs, scores.tolist(), p.tolist()))
 
   def ranking(self, scores: np.ndarray, p: np.ndarray) -> list[tuple[int, float]]:
     """`plan_ranking`'s answer: (index in the documents, score), best first."""

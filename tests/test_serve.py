@@ -399,9 +399,10 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits_0(checkpoint, tmp_pa
 
 
 def test_a_duot5_request_is_limited_by_its_pairs():
-  from t5rank.serving.app import max_pairwise_texts
+  from t5rank.ranking.pairwise import PairJob
+  from t5rank.serving.app import most_texts
 
-  assert [max_pairwise_texts(n) for n in (2, 5, 6, 30, 1000)] == [2, 2, 3, 6, 32]
+  assert [most_texts(PairJob.num_inputs, n) for n in (2, 5, 6, 30, 1000)] == [2, 2, 3, 6, 32]
   duo = t5rank.load("shipped:duot5")  # no --depth: every ordered pair of a request's texts
   running = Running(duo, warm_up=lambda r: {}, limits=Limits(max_texts=30, max_chars=2000))
   try:
@@ -409,7 +410,7 @@ def test_a_duot5_request_is_limited_by_its_pairs():
     body = {"query": QUERIES[2], "documents": TEXTS[2][:7],
             "first_stage_scores": [float(9 - j) for j in range(7)]}
     answer = requests.post(running.url + "/v1/rerank", json=body, timeout=60)
-    assert answer.status_code == 413 and "42 pairs" in answer.json()["error"], answer.text
+    assert answer.status_code == 413 and "as 42 model inputs" in answer.json()["error"], answer.text
     body = {**body, "documents": TEXTS[2][:6], "first_stage_scores": body["first_stage_scores"][:6]}
     assert requests.post(running.url + "/v1/rerank", json=body, timeout=60).status_code == 200
   finally:

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.checkpoints.models import check_family, load_reranker, scoring_settings
   from t5rank.ranking.candidates import (MissingIdsError, check_candidates, first_stage_scores,
                                          split_at_depth)
-  from t5rank.ranking.scorer import first_stage_of_candidates
+  from t5rank.ranking.jobs import first_stage_of_candidates
   from t5rank.ranking.devices import use_cpu_devices
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -87,11 +87,11 @@ class DuoT5(MonoT5):
   `passage` (a (d0, d1) tuple) and, with `bm25_in_input`, their first-stage scores as one
   `first_stage` entry (a (s0, s1) tuple); `score_batch` gives (log p, p) of d0 being the more
   relevant.
-  `pairwise`: the scorer scores every ordered pair of each query's top candidates and aggregates
-  them (`t5rank.ranking.pairwise`)."""
+  Its job (`t5rank.ranking.pairwise.PairJob`): every ordered pair of each query's top candidates is
+  scored and a candidate's score aggregates its pairs."""
 
   name = "duot5"
-  pairwise = True
+  job = "t5rank.ranking.pairwise.PairJob"
 
   def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,
                max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False):

@@ -37,15 +37,18 @@ class Reranker(abc.ABC):
   # How the scorer orders a job's pairs before cutting them into shards: "query" (the run's order)
   # or "passage" (each passage's pairs together, for models that contextualize a passage once).
   shard_order: str = "query"
-  # Whether it scores ordered pairs of a query's candidates (duoT5) rather than each candidate.
-  pairwise: bool = False
+  # How the scorer turns each query's candidates into this reranker's inputs and their scores back
+  # into a ranking: a `t5rank.ranking.jobs.ScoringJob` class, by dotted name (`t5rank.models`
+  # imports nothing above it). The default scores each candidate's sentence windows and aggregates
+  # them (MaxP); duoT5's scores every ordered pair of a query's candidates.
+  job: str = "t5rank.ranking.jobs.PassageJob"
 
   @abc.abstractmethod
   def encode(self, queries: Sequence[str], passages: Sequence[str],
              first_stage: Optional[Sequence[float]] = None) -> list[Any]:
     """One model example per (query, passage) pair; `first_stage` gives each pair's first-stage
-    score for models that read it (a pairwise model's passage is a (d0, d1) pair and its
-    first-stage entry their two scores)."""
+    score for models that read it (as the reranker's `job` makes them: duoT5's passage is a
+    (d0, d1) pair and its first-stage entry their two scores)."""
 
   @abc.abstractmethod
   def batches(self, examples: Sequence[Any], *, batch_tokens: int, row_multiple: int = 1,

@@ -42,6 +42,7 @@ from t5rank.files import atomic_write, read_json, sha256_file
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
+from t5rank.ranking.jobs import job_class
 from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_candidates
 
 CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
@@ -159,7 +160,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
       stamp["first_stage_sha256"] = sha256_file(record["paths"][0])
     stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
     k = [len(docs) for docs in top.values()]
-    pairs = sum(n * (n - 1) for n in k) if reranker.pairwise else sum(k)
+    pairs = sum(map(job_class(reranker).num_inputs, k))
     start = time.perf_counter()
     info = {"name": name, "pairs": pairs}
     if reranker.reads_first_stage and record["names"][0] == "dense":

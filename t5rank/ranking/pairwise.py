@@ -1,19 +1,23 @@
-"""A pairwise reranker's job (duoT5): every ordered pair of each query's top candidates, and the
-candidates' scores aggregated from their pairs (`aggregate`, the paper's four ways).
+"""duoT5's scoring job (`PairJob`, the job class `t5rank.models.duot5.DuoT5` names): every ordered
+pair of each query's top candidates, and the candidates' scores aggregated from their pairs
+(`aggregate`, the paper's four ways).
 
     top K of a run ─► ordered_pairs: Pair(qid, d_i, window = j) for i ≠ j, K(K−1) per query
-      ─► scored like any pair (the scorer's shards), row (pair, log p, p): p(d_i > d_j)
+      ─► inputs: (query, (d_i, d_j) whole documents[, their two first-stage scores])
+      ─► scored like any input (the scorer's shards), row (pair, log p, p): p(d_i > d_j)
       ─► pairwise_run: p (K, K) per query ─► aggregate ─► the K candidates ranked by their scores
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 import numpy as np
 
-from t5rank.data.readers import Run
+from t5rank.data.readers import Run, document_text
 from t5rank.ranking.candidates import Pair
+from t5rank.ranking.jobs import ScoringJob
 
 AGGREGATIONS = ("sym-sum", "sum", "sym-log-sum", "log-sum")
 
@@ -62,3 +66,47 @@ def pairwise_run(rows: Iterable[tuple[Pair, float, float]], top: Run, method: st
     run[qid] = sorted(((docid, float(s)) for (docid, _), s in zip(docs, scores)),
                       key=lambda item: (-item[1], item[0]))
   return run
+
+
+class PairJob(ScoringJob):
+  """Every ordered pair (d_i, d_j) of each query's candidates, whole documents, as one input each
+  (`ordered_pairs`); a candidate's score aggregates its pairs (`options.pair_aggregation`,
+  `aggregate`). The per-passage lines are `qid d_i d_j log p(d_i > d_j) p`."""
+
+  independent = False
+
+  @classmethod
+  def plan(cls, reranker, queries, corpus, top, options, first_stage):
+    passages = {docid: [document_text(corpus[docid])] for docs in top.values() for docid, _ in docs}
+    return cls(reranker, queries, top, options, ordered_pairs(top), passages, first_stage)
+
+  @functools.cached_property
+  def partners(self) -> dict[str, list[str]]:
+    """Each query's candidates by index (a pair's `window` is its second document's index)."""
+    return {qid: [docid for docid, _ in docs] for qid, docs in self.top.items()}
+
+  @staticmethod
+  def num_inputs(candidates: int) -> int:
+    return candidates * (candidates - 1)
+
+  @staticmethod
+  def example_input(text: str, first_stage: float) -> tuple[object, object]:
+    return (text, text), (first_stage, first_stage)
+
+  def inputs(self, chunk):
+    texts, scores = [], []
+    for p in chunk:
+      other = self.partners[p.qid][p.window]
+      texts.append((self.passages[p.docid][0], self.passages[other][0]))
+      if self.first_stage is not None:
+        scores.append((self.first_stage[p.qid, p.docid], self.first_stage[p.qid, other]))
+    return ([self.queries[p.qid] for p in chunk], texts,
+            scores if self.first_stage is not None else None)
+
+  def rank(self, rows):
+    return pairwise_run(rows, self.top, self.options.pair_aggregation)
+
+  def passage_lines(self, rows):
+    for pair, log_p, p in rows:
+      yield (f"{pair.qid}\t{pair.docid}\t{self.partners[pair.qid][pair.window]}\t{log_p!r}\t"
+             f"{p!r}\n")

@@ -2,16 +2,19 @@
 
     t5rank score --checkpoint CKPT --queries Q --corpus C --run CANDIDATES --output OUT
 
-The pipeline, one shard at a time (a shard is `shard_size` consecutive passages of the candidates):
-    candidates ─► passages (sentence windows, `candidates`) ─► reranker.encode + reranker.batches
-    (in a background thread, `batching.prefetch`) ─► reranker.shard_state (once per shard) ─►
-    reranker.score_batch on the mesh, parameters placed by the trainer's logical-axis rules
-    (`devices`) ─► shard file (atomic, `shards`)
-    ─► when all shards exist: aggregate windows, sort, write the run (atomic)
+The pipeline, one shard at a time (a shard is `shard_size` consecutive inputs of the job):
+    candidates ─► the reranker's job (`jobs.plan_job`: its inputs, e.g. each candidate's sentence
+    windows, or duoT5's ordered pairs) ─► reranker.encode + reranker.batches (in a background
+    thread, `batching.prefetch`) ─► reranker.shard_state (once per shard) ─► reranker.score_batch
+    on the mesh, parameters placed by the trainer's logical-axis rules (`devices`) ─► shard file
+    (atomic, `shards`)
+    ─► when all shards exist: the job ranks each query's candidates (e.g. MaxP over windows), the
+    run is written (atomic)
 
-For monoT5 the score is `t5rank.models.monot5.monot5_score`'s log P(positive word). A document's
-score aggregates its windows (MaxP by default); each query's documents are sorted by score,
-descending, ties broken by docid, ascending. A reranker that reads first-stage scores (monoT5
+For monoT5 the score is `t5rank.models.monot5.monot5_score`'s log P(positive word). The scorer
+knows no model family: what it scores and how scores aggregate is the reranker's job class
+(`t5rank.ranking.jobs`). Each query's documents are sorted by score, descending, ties broken by
+docid, ascending. A reranker that reads first-stage scores (monoT5
 trained with the BM25 score in its input, `t5rank.data.bm25_input`) takes each candidate's score
 from the candidates run, which must then be a BM25 run with scores (`t5rank retrieve`'s). Shards
 live in `OUT.shards/` until the run is written; rerunning the same command after an interruption
@@ -33,14 +36,13 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Document, Run, document_text, write_run
+from t5rank.data.readers import Document, Run, write_run
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.ranking import shards
 from t5rank.ranking.batching import prefetch
-from t5rank.ranking.candidates import (append_below, candidate_passages, check_candidates,
-                                       first_stage_scores, split_at_depth)
+from t5rank.ranking.candidates import check_candidates
+from t5rank.ranking.jobs import plan_job
 from t5rank.ranking.pairwise import AGGREGATIONS as PAIR_AGGREGATIONS
-from t5rank.ranking.pairwise import ordered_pairs, pairwise_run
 from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
 from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
 
@@ -156,63 +158,6 @@ def params_fingerprint(params) -> str:
   return h.hexdigest()
 
 
-@dataclasses.dataclass
-class ScoringJob:
-  """What a reranker scores for a run's top candidates, and how the scored rows become a run:
-  `pairs` (each a model input), their texts and first-stage scores (`inputs`), and `rank`. A
-  pointwise reranker's pairs are each candidate's windows (ranked by `options.aggregation` over
-  them, MaxP by default); a pairwise reranker's (duoT5) every ordered pair of a query's
-  candidates, whole documents (ranked by `options.pair_aggregation` over them)."""
-  reranker: Reranker
-  queries: Mapping[str, str]
-  top: Run
-  options: ScoringOptions
-  pairs: list
-  passages: dict
-  first_stage: Optional[Mapping[tuple[str, str], float]]
-  partners: Optional[dict] = None  # pairwise: each query's candidates, by index
-
-  def inputs(self, chunk: Sequence) -> tuple[list, list, Optional[list]]:
-    """(query texts, passage texts, first-stage scores or None) of `chunk`'s pairs, as
-    `Reranker.encode` takes them."""
-    texts, scores = [], []
-    for p in chunk:
-      if self.partners is not None:  # (d_i, d_j) and both documents' scores
-        other = self.partners[p.qid][p.window]
-        texts.append((self.passages[p.docid][0], self.passages[other][0]))
-        if self.first_stage is not None:
-          scores.append((self.first_stage[p.qid, p.docid], self.first_stage[p.qid, other]))
-      else:
-        texts.append(self.passages[p.docid][p.window])
-        if self.first_stage is not None:
-          scores.append(self.first_stage[p.qid, p.docid])
-    return ([self.queries[p.qid] for p in chunk], texts,
-            scores if self.first_stage is not None else None)
-
-  def rank(self, rows: Iterable[tuple]) -> tuple[Run, Optional[dict]]:
-    """(run of the top candidates, winners: (qid, docid) -> its deciding window, None for a
-    pairwise reranker) from the scored rows (pair, log P, P)."""
-    if self.partners is not None:
-      return pairwise_run(rows, self.top, self.options.pair_aggregation), None
-    return shards.rank_documents(rows, self.options.aggregation)
-
-
-def plan_job(reranker: Reranker, queries: Mapping[str, str], corpus: Mapping[str, Document],
-             top: Run, options: ScoringOptions,
-             first_stage: Optional[Mapping[tuple[str, str], float]] = None) -> ScoringJob:
-  """The `ScoringJob` of `top` (each query's candidates to rerank): what `t5rank score`, the
-  cascade and the Python API (`t5rank.ranker`) all score."""
-  if reranker.pairwise:  # every ordered pair of each query's candidates, whole documents
-    passages = {docid: [document_text(corpus[docid])] for docs in top.values() for docid, _ in docs}
-    return ScoringJob(reranker, queries, top, options, ordered_pairs(top), passages, first_stage,
-                      partners={qid: [docid for docid, _ in docs] for qid, docs in top.items()})
-  pairs, passages = candidate_passages(top, corpus, window=options.window,
-                                       stride=options.stride, language=options.language)
-  if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
-    pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
-  return ScoringJob(reranker, queries, top, options, pairs, passages, first_stage)
-
-
 def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                      corpus: Mapping[str, Document], candidates: Run, output: str,
                      options: ScoringOptions = ScoringOptions(),
@@ -235,12 +180,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
   candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
                                 sources=sources)
-  top, rest = split_at_depth(candidates, options.depth)
-  first_stage = None
-  if reranker.reads_first_stage:
-    first_stage = first_stage_scores(top if first_stage_run is None
-                                     else first_stage_of_candidates(first_stage_run, top))
-  job = plan_job(reranker, queries, corpus, top, options, first_stage)
+  job = plan_job(reranker, queries, corpus, candidates, options, first_stage_run)
+  first_stage = job.first_stage
   pairs = job.pairs
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
@@ -303,38 +244,15 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                             "the same directory (a shared file system)")
   rows = [row for k in range(num_shards)
           for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
-  run, winners = job.rank(rows)
-  if options.depth is not None:
-    run = append_below(run, rest)
+  run = job.run(rows)
   if per_passage_output:
     from t5rank.files import atomic_write
 
     with atomic_write(per_passage_output) as f:
-      for pair, lp, pp in rows:
-        if winners is None:  # a pairwise reranker's row: qid, d_i, d_j, log p(d_i > d_j), p
-          f.write(f"{pair.qid}\t{pair.docid}\t{job.partners[pair.qid][pair.window]}\t{lp!r}\t"
-                  f"{pp!r}\n")
-          continue
-        best = int(winners[pair.qid, pair.docid] == pair.window)
-        f.write(f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\t{best}\n")
+      f.writelines(job.passage_lines(rows))
   write_run(output, run, options.tag)
   shutil.rmtree(directory)
   return run
-
-
-def first_stage_of_candidates(first_stage_run: Run, candidates: Run) -> Run:
-  """`candidates` with each one's score in `first_stage_run` (the first stage's run); a candidate
-  that run does not hold raises ValueError naming it."""
-  scores = {q: dict(docs) for q, docs in first_stage_run.items()}
-  out = {}
-  for qid, docs in candidates.items():
-    missing = [d for d, _ in docs if d not in scores.get(qid, {})]
-    if missing:
-      raise ValueError(f"query {qid!r}: {len(missing)} candidate(s) have no first-stage score "
-                       f"(e.g. document {missing[0]!r}); the first-stage run must hold every "
-                       "candidate")
-    out[qid] = [(d, scores[qid][d]) for d, _ in docs]
-  return out
 
 
 def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Sequence[str],

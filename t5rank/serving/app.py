@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from t5rank.ranking.jobs import job_class
 from t5rank.serving import wire
 from t5rank.serving.batcher import Batcher, Closed, QueueFull
 
@@ -85,6 +86,7 @@ def make_app(service: Service) -> Starlette:
   (warm-up first) and, at shutdown, lets it finish its queue."""
   ranker, batcher, limits = service.ranker, service.batcher, service.limits
   family = ranker.family
+  num_inputs = job_class(ranker.reranker).num_inputs
 
   async def rerank(request: Request, read: Callable, answer: Callable) -> Response:
     if service.stopping:
@@ -95,15 +97,14 @@ def make_app(service: Service) -> Starlette:
       return Response(status_code=499)
     query = read(await run_in_threadpool(wire.parse_body, body), limits)  # off the event loop
     units = len(query.texts)
-    if ranker.reranker.pairwise:  # duoT5 scores k(k-1) ordered pairs of the first k texts
-      k = min(units, ranker.options.depth or units)
-      if k * (k - 1) > limits.max_texts:
-        raise wire.RequestError(413, f"{family} scores every ordered pair of the first {k} texts "
-                                f"({k * (k - 1)} pairs), more than --max-texts "
-                                f"{limits.max_texts}: send at most the top "
-                                f"{max_pairwise_texts(limits.max_texts)} texts, or serve with "
-                                "--depth")
-      units = max(units, k * (k - 1))
+    k = min(units, ranker.options.depth or units)  # the texts it reranks
+    inputs = num_inputs(k)  # duoT5: k(k-1) ordered pairs
+    if inputs > limits.max_texts:
+      raise wire.RequestError(413, f"{family} scores the first {k} texts as {inputs} model inputs "
+                              f"(every ordered pair), more than --max-texts {limits.max_texts}: "
+                              f"send at most the top {most_texts(num_inputs, limits.max_texts)} "
+                              "texts, or serve with --depth")
+    units = max(units, inputs)
     ticket = batcher.admit(units)
     submitted = False
     try:
@@ -187,10 +188,10 @@ def make_app(service: Service) -> Starlette:
       lifespan=lifespan)
 
 
-def max_pairwise_texts(max_pairs: int) -> int:
-  """The most texts k whose k(k-1) ordered pairs fit `max_pairs`."""
+def most_texts(num_inputs: Callable[[int], int], max_inputs: int) -> int:
+  """The most texts k whose `num_inputs(k)` fit `max_inputs` (at least 1)."""
   k = 1
-  while (k + 1) * k <= max_pairs:
+  while num_inputs(k + 1) <= max_inputs:
     k += 1
   return k
 

@@ -21,6 +21,8 @@ import logging
 import time
 from typing import Callable
 
+from t5rank.ranking.jobs import job_class
+
 logger = logging.getLogger(__name__)
 
 PROBE_WORDS = 4096  # the longest synthetic text, in words: past every model's max_length
@@ -58,13 +60,12 @@ def warm_up_inputs(ranker) -> list[tuple[object, int, tuple]]:
   examples: dict[int, object] = {}
 
   def example(words: int):
-    """The encoded input of a `words`-word text (twice, for a pairwise model) for QUERY."""
+    """The encoded input of a `words`-word text for QUERY (as the reranker's job makes one:
+    duoT5's pairs the text with itself)."""
     if words not in examples:
       text = " ".join(WORDS[i % len(WORDS)] for i in range(words))
-      passage = (text, text) if reranker.pairwise else text
-      first_stage = None
-      if reranker.reads_first_stage:
-        first_stage = [(12.5, 12.5)] if reranker.pairwise else [12.5]
+      passage, score = job_class(reranker).example_input(text, 12.5)
+      first_stage = [score] if reranker.reads_first_stage else None
       examples[words] = reranker.encode([QUERY], [passage], first_stage)[0]
     return examples[words]
 
