@@ -71,7 +71,7 @@ os.environ.setdefault("USE_TF", "0")  # transformers would otherwise import Tens
 
 from t5rank.benchmarking import (KINDS, insuranceqa_pairs, machine, padding_fraction,  # noqa: E402
                                  score_timed, scoring_batches, write_section)
-from t5rank.checkpoints.models import load_reranker  # noqa: E402
+from t5rank.models.loading import load_reranker  # noqa: E402
 from t5rank.models.monot5 import MonoT5  # noqa: E402
 from t5rank.models.vocab import UNK_ID  # noqa: E402
 from t5rank.models.reranker import Batch  # noqa: E402

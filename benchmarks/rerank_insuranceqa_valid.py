@@ -51,7 +51,7 @@ def main() -> None:
 
   from t5rank.data.readers import read_run
   from t5rank.evaluation.metrics import per_query
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
   from t5rank.training.rerank_eval import METRICS, RerankEval
 
   config, params = load_params(args.model_dir)

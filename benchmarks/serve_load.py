@@ -67,7 +67,7 @@ def offline_rate(checkpoint: str, bodies: list[dict], server_args: list[str]) ->
   """`t5rank score`'s rate on the pairs of `bodies` (`score_candidates`, whole texts as the
   server scores them; compiled by a first run, the second timed): pairs, seconds, pairs/s."""
   from t5rank.checkpoints.locate import local_path
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
   from t5rank.data.readers import Document
   from t5rank.ranking.scorer import ScoringOptions, score_candidates
 

@@ -19,7 +19,7 @@ import numpy as np
 from t5rank.models import tk
 from t5rank.models import tk_reranker
 from t5rank.models.vectors import unit_vectors
-from t5rank.checkpoints.models import load_reranker
+from t5rank.models.loading import load_reranker
 from t5rank.ranking.devices import scoring_mesh
 
 

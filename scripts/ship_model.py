@@ -70,7 +70,7 @@ def slice_of(data_dir: str, num_queries: int, depth: int) -> dict:
 def score_slice(checkpoint: str, data: dict) -> dict:
   """{qid: [[docid, score], ...]}: `checkpoint`'s reranking of the slice's candidates (all of
   them; a pairwise model's aggregated scores)."""
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
   from t5rank.data.readers import Document
   from t5rank.ranking.scorer import ScoringOptions, score_candidates
 

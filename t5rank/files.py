@@ -325,14 +325,20 @@ def file_manifest(directory: str, exclude: Sequence[str] = ()) -> dict[str, dict
   return dict(sorted(manifest.items()))
 
 
-def check_manifest(directory: str, manifest: Mapping[str, Mapping], what: str) -> None:
+def check_manifest(directory: str, manifest: Mapping[str, Mapping], what: str,
+                   known: Optional[Mapping[str, Mapping]] = None) -> None:
   """Raises ValueError naming the first file of `manifest` that is missing from `directory` or
-  differs from its recorded size or hash: a file replaced after `what` was written."""
+  differs from its recorded size or hash: a file replaced after `what` was written. `known`: the
+  `file_digest` of files the caller read already (relative path -> digest of the bytes it used),
+  checked without reading them again."""
   for relative, recorded in manifest.items():
     path = os.path.join(directory, relative)
-    if not os.path.isfile(path):
+    if known and relative in known:
+      actual = known[relative]
+    elif not os.path.isfile(path):
       raise ValueError(f"{path} is missing: {what} lists it in its manifest")
-    actual = file_digest(path)
+    else:
+      actual = file_digest(path)
     if actual["bytes"] != recorded.get("bytes") or (
         "sha256" in recorded and actual.get("sha256") != recorded["sha256"]):
       changed = "size" if actual["bytes"] != recorded.get("bytes") else "sha256"

@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.data.readers import Document
 from t5rank.ranking.jobs import ScoringJob, job_class, plan_job
 from t5rank.ranking.scorer import PRECISIONS, ScoringOptions, default_batch_tokens, score_batches
@@ -167,7 +168,7 @@ class PlannedRun:
     return [(int(docid), score) for docid, score in self.run(scores, p).get("q", [])]
 
 
-def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str] = None,
+def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None, dtype: Optional[str] = None,
          precision: Optional[str] = None, batch_tokens: Optional[int] = None,
          window: int = 0, stride: int = ScoringOptions.stride, passages: str = "maxp",
          language: str = "en", depth: Optional[int] = None,
@@ -176,7 +177,8 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
          config: Optional[str] = None, length_bucket: Optional[int] = None,
          mesh: tuple[int, int] = (-1, 1)) -> Ranker:
   """A `Ranker` of `checkpoint`: a path in any format t5rank reads, `shipped:NAME` or a Hugging
-  Face Hub id `ORG/NAME[@REVISION]` (`t5rank.checkpoints.locate`). The options are `t5rank
+  Face Hub id `ORG/NAME[@REVISION]` (`t5rank.checkpoints.locate`), resolved once, or a resolved
+  `t5rank.checkpoints.resolved.Checkpoint`. The options are `t5rank
   score`'s: `reranker` (the family, when the checkpoint's files do not say: "duot5" for a Hugging
   Face duoT5), `dtype` ("bfloat16" casts parameters and activations), `precision` of matrix
   products, `batch_tokens`, `window`/`stride`/`passages`/`language` (sentence windows and
@@ -185,8 +187,8 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
   `aggregate` (duoT5's pair aggregation), `targets` ("true_false", or ("yes", "no")), `vocab`,
   `max_length`, `bm25_in_input`, `config` (a config name, for formats without one),
   `length_bucket` and `mesh` (data, model)."""
-  from t5rank.checkpoints.locate import local_path
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.checkpoints.resolved import resolve
+  from t5rank.models.loading import load_reranker
   from t5rank.ranking.devices import use_cpu_devices
 
   if precision is not None and precision not in PRECISIONS:
@@ -205,13 +207,14 @@ def load(checkpoint: str, *, reranker: Optional[str] = None, dtype: Optional[str
     use_cpu_devices(None)
   finally:
     devices_logger.setLevel(level)
-  path = local_path(checkpoint)
+  resolved = resolve(checkpoint)
   if isinstance(targets, str) and "," in targets:
     targets = tuple(targets.split(",", 1))
-  model, params = load_reranker(path, config_name=config, model=reranker, options={
+  model, params = load_reranker(resolved, config_name=config, model=reranker, options={
       "vocab": vocab, "targets": targets, "dtype": dtype, "max_length": max_length,
       "bm25_in_input": bm25_in_input})
-  ranker = Ranker(model, params, checkpoint=checkpoint if not os.path.isdir(checkpoint) else path,
+  name = resolved.name if not os.path.isdir(resolved.name) else resolved.path
+  ranker = Ranker(model, params, checkpoint=name,
                   options=options, dtype=dtype)
   from t5rank.ranking.devices import bfloat16_note
 

@@ -471,7 +471,7 @@ def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):
   padded = plain.encode([TEXTS["d3"], TEXTS["d2"] * 3], "document")  # d3 padded in this batch
   np.testing.assert_allclose(alone[0], padded[0], atol=1e-5)  # padding is not averaged in
   np.testing.assert_allclose(np.linalg.norm(padded, axis=1), 1, rtol=1e-5)
-  from t5rank.checkpoints.models import t5_dual_encoder_config
+  from t5rank.models.dual_encoder import t5_dual_encoder_config
   config = t5_dual_encoder_config(t5, max_query_length=8, max_document_length=32)
   texts = list(TEXTS.values())
   data = dual.Pairs(questions=["car cover", "death pays", "income annuity"], answers=texts,
@@ -559,7 +559,7 @@ def test_t5rank_score_ranks_by_the_cosine_the_index_computes(tmp_path, variant):
     params = jax.tree.map(np.asarray, de.init_params(config, jax.random.PRNGKey(3)))
     save_checkpoint(checkpoint, params, config, {"model": "dual_encoder"})
   else:
-    from t5rank.checkpoints.models import t5_dual_encoder_config
+    from t5rank.models.dual_encoder import t5_dual_encoder_config
     from t5rank.training.dual import T5DualEncoder
     from t5rank.training.trainer import Init
     t5 = str(tmp_path / "t5")

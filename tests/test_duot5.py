@@ -11,7 +11,7 @@ import pytest
 
 from t5rank import cli
 from t5rank.checkpoints import save_checkpoint
-from t5rank.checkpoints.models import load_reranker
+from t5rank.models.loading import load_reranker
 from t5rank.data.readers import read_run
 from t5rank.models.duot5 import DuoT5, assemble, format_input
 from t5rank.models.monot5 import score_step

@@ -14,7 +14,7 @@ import pytest
 from t5rank import cli
 from t5rank.checkpoints import save_checkpoint
 from t5rank.data.readers import Document
-from t5rank.checkpoints.models import load_reranker
+from t5rank.models.loading import load_reranker
 from t5rank.models.monot5 import MonoT5
 from t5rank.models.vocab import load_vocabulary
 from t5rank.ranking import scorer, shards

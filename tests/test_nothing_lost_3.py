@@ -197,9 +197,9 @@ def test_convert_keeps_the_family(tmp_path, tiny):
   for to in ("native", "hf"):
     out = tmp_path / f"duo_{to}"
     assert cli.main(["convert", "--input", str(tiny / "duo"), "--to", to, "-o", str(out)]) == 0
-    from t5rank.checkpoints.models import scoring_settings
-    settings = scoring_settings(str(out))
-    assert (settings["model"], settings["model_stated"]) == ("duot5", True)
+    from t5rank.checkpoints.resolved import resolve
+    checkpoint = resolve(str(out))
+    assert (checkpoint.family, checkpoint.family_stated) == ("duot5", True)
 
 
 def test_an_edited_config_json_is_refused(tmp_path, tiny, capsys):
@@ -321,21 +321,21 @@ def test_a_misshaped_checkpoint_is_one_line(tmp_path, capsys):
 
 
 def test_family_stated_only_where_the_files_say_it(tmp_path, tiny):
-  from t5rank.checkpoints.models import scoring_settings
+  from t5rank.checkpoints.resolved import resolve
 
   # an earlier convert's duoT5: metadata without `model` or a trainer's task_name
   config = micro_config()
   save_checkpoint(str(tmp_path / "old_convert"), random_params(config), config,
                   {"target_words": "true_false"})
-  assert not scoring_settings(str(tmp_path / "old_convert"))["model_stated"]
-  assert scoring_settings(shipped.path("monot5"))["model_stated"]  # the trainer's task_name
+  assert not resolve(str(tmp_path / "old_convert")).family_stated
+  assert resolve(shipped.path("monot5")).family_stated  # the trainer's task_name
   # convert without --reranker does not invent a family for a checkpoint that states none
   assert cli.main(["convert", "--input", str(tmp_path / "old_convert"), "--to", "hf", "-o",
                    str(tmp_path / "hf")]) == 0
-  assert not scoring_settings(str(tmp_path / "hf"))["model_stated"]
+  assert not resolve(str(tmp_path / "hf")).family_stated
   assert cli.main(["convert", "--input", str(tmp_path / "old_convert"), "--to", "native",
                    "--reranker", "duot5", "-o", str(tmp_path / "duo_native")]) == 0
-  assert scoring_settings(str(tmp_path / "duo_native"))["model"] == "duot5"
+  assert resolve(str(tmp_path / "duo_native")).family == "duot5"
 
 
 def test_the_lock_is_never_taken_through_a_link(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from t5rank.pipelines import insuranceqa as pipeline
 from t5rank.pipelines import jobs as data
 from t5rank.pipelines import training_runs
-from t5rank.checkpoints.models import load_reranker
+from t5rank.models.loading import load_reranker
 from t5rank.ranking import scorer as scoring
 from t5rank.training import gin_config
 from t5rank.data.readers import document_text, read_corpus, read_qrels, read_queries, read_run

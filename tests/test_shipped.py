@@ -93,7 +93,7 @@ def test_the_shipped_fusion_weights_were_tuned_with_the_shipped_models():
   cascade at its depths and validation queries, each model by today's recipe, each fusion row's
   members by the parameters they have today (a model shipped again fails here until the weights
   are tuned and shipped again)."""
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
   from t5rank.files import sha256_file
   from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
   from t5rank.ranking.scorer import params_fingerprint

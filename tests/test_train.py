@@ -129,7 +129,7 @@ def test_the_final_model_carries_the_task_vocabulary(tmp_path):
   import t5rank.tasks  # noqa: F401
   from t5rank.checkpoints import native
   from t5rank.training.rerank_eval import RerankEval
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
   from t5rank.models.vocab import load_vocabulary
 
   vocab = load_vocabulary("insuranceqa_en_8k")
@@ -377,7 +377,7 @@ def test_the_encoder_only_classifier_trains_exports_and_scores_as_defined(tmp_pa
   from t5rank.checkpoints import native
   from t5rank.models.classifier import Classifier, ClassifierConfig
   from t5rank.models.network import T5
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
 
   t5 = CONFIG.replace(vocab_size=8000)
   config = ClassifierConfig(t5=t5)

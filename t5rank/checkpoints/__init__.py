@@ -22,11 +22,14 @@ directory with several weight formats is read from the first of safetensors, `fl
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from t5rank.checkpoints.layout import CheckpointError, Params, check_same_architecture
 from t5rank.checkpoints.native import save_checkpoint
 from t5rank.models.config import T5Config
+
+if TYPE_CHECKING:
+  from t5rank.checkpoints.resolved import Checkpoint
 
 FORMATS = ("native", "hf", "mesh_tf", "t5x")
 
@@ -52,21 +55,28 @@ def detect_format(path: str) -> str:
       "directory (Mesh TF names), or a t5x checkpoint (checkpoint_N/)")
 
 
-def load_checkpoint(path: str, config: Optional[T5Config] = None) -> tuple[T5Config, Params]:
-  """(config, params) of the checkpoint at `path`, in any of `FORMATS`.
+def load_checkpoint(path: Union[str, Checkpoint], config: Optional[T5Config] = None
+                    ) -> tuple[T5Config, Params]:
+  """(config, params) of the checkpoint at `path` (or of a resolved `Checkpoint`, whose format and
+  metadata are not read again), in any of `FORMATS`.
 
   Mesh TF and t5x checkpoints need `config` (their shapes are checked against it). For formats
   that store a config, a given `config` must have the same architecture and is returned as given
   (so that run settings such as `dtype` and `dropout_rate` are the caller's).
   """
   from t5rank.checkpoints import hf, mesh_tf, native, t5x
+  from t5rank.checkpoints.resolved import Checkpoint
 
-  kind = detect_format(path)
+  metadata = digests = None
+  if isinstance(path, Checkpoint):
+    path, kind, metadata, digests = path.path, path.format, path.metadata, path.digests
+  else:
+    kind = detect_format(path)
   if kind == "mesh_tf":
     return mesh_tf.load_mesh_tf_checkpoint(path, config)
   if kind == "t5x":
     return t5x.load_t5x_checkpoint(path, config)
-  stored, params = (native.restore_checkpoint(path) if kind == "native"
+  stored, params = (native.restore_checkpoint(path, metadata, digests) if kind == "native"
                     else hf.load_hf_checkpoint(path))
   if config is None:
     return stored, params

@@ -65,10 +65,12 @@ def _json_text(value: Any) -> str:
   return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
-def check_files(directory: str) -> None:
+def check_files(directory: str, metadata: Optional[Mapping[str, Any]] = None,
+                digests: Optional[Mapping[str, Mapping]] = None) -> None:
   """Raises ValueError naming the first file of the checkpoint in `directory` that is not the one
   it was saved with (size or sha256 against manifest.json; checkpoints written before t5rank
-  recorded one are not checked)."""
+  recorded one are not checked). `metadata`: its metadata.json when the caller read it already,
+  `digests` the `t5rank.files.file_digest` of the bytes it was read from (`read_metadata_file`)."""
   path = os.path.join(directory, MANIFEST_FILE)
   if not os.path.isfile(path):
     return
@@ -77,15 +79,15 @@ def check_files(directory: str) -> None:
       manifest = json.load(f)
   except ValueError as e:
     raise ValueError(f"{path}: not valid JSON ({e})") from None
-  check_manifest(directory, manifest, f"the checkpoint {directory}")
+  check_manifest(directory, manifest, f"the checkpoint {directory}", digests)
   if CONFIG_FILE not in manifest:  # written before the manifest covered it: its metadata's copy
-    _check_config_copy(directory)
+    _check_config_copy(directory, read_metadata(directory) if metadata is None else metadata)
 
 
-def _check_config_copy(directory: str) -> None:
+def _check_config_copy(directory: str, metadata: Mapping[str, Any]) -> None:
   """Raises ValueError when config.json differs from the copy of it the trainer keeps in
-  metadata.json (`config`; checkpoints whose manifest predates config.json's entry)."""
-  copy = read_metadata(directory).get("config")
+  metadata.json (`metadata["config"]`; checkpoints whose manifest predates config.json's entry)."""
+  copy = metadata.get("config")
   if not isinstance(copy, str):
     return
   path = os.path.join(directory, CONFIG_FILE)
@@ -107,46 +109,70 @@ def _check_config_copy(directory: str) -> None:
                      "edited or replaced; restore it")
 
 
-def restore_checkpoint(directory: str) -> tuple[T5Config, Params]:
-  """(config, params) of a checkpoint written by `save_checkpoint`; params are float32 numpy arrays
-  in a nested dict, checked against the config."""
+def restore_checkpoint(directory: str, metadata: Optional[Mapping[str, Any]] = None,
+                       digests: Optional[Mapping[str, Mapping]] = None) -> tuple[T5Config, Params]:
+  """(config, params) of a T5 checkpoint written by `save_checkpoint`; params are float32 numpy
+  arrays in a nested dict, checked against the config. A checkpoint of another model (its
+  config.json names one, e.g. "tk") is refused by name. `metadata`, `digests`: its metadata.json
+  when the caller read it already (`t5rank.checkpoints.resolved`; `check_files`)."""
   import orbax.checkpoint as ocp
 
-  config_path = os.path.join(directory, CONFIG_FILE)
-  if not os.path.isfile(config_path):
-    raise FileNotFoundError(f"{config_path} not found: {directory} is not a complete t5rank "
-                            "checkpoint (config.json is written last)")
-  from t5rank.models import registry
-
-  model = read_metadata(directory).get("model")
-  if model is not None and registry.get(model).config is not T5Config:
-    raise ValueError(f"{directory} is a {model.upper()} checkpoint, not a T5 one: this needs T5 "
-                     f"weights (monoT5); a {model.upper()} checkpoint is scored by `t5rank score "
-                     "--checkpoint` as it is")
-  config = _read_config(config_path, T5Config)
-  check_files(directory)
+  config_path = _config_path(directory)
+  with open(config_path, encoding="utf-8") as f:
+    text = f.read()
+  try:
+    config = T5Config.from_json(text)
+  except (ValueError, TypeError, KeyError) as e:
+    model = _config_model(text) or (read_metadata(directory) if metadata is None
+                                    else metadata).get("model")
+    if model:
+      raise ValueError(f"{directory} is a {model.upper()} checkpoint, not a T5 one: this needs T5 "
+                       f"weights (monoT5); a {model.upper()} checkpoint is scored by `t5rank score "
+                       "--checkpoint` as it is") from None
+    raise ValueError(f"{config_path}: not a T5Config ({type(e).__name__}: {e})") from None
+  check_files(directory, metadata, digests)
   params_dir = os.path.abspath(os.path.join(directory, PARAMS_DIR))
   restored = ocp.StandardCheckpointer().restore(params_dir)
   return config, unflatten(check_params(restored, config, f"checkpoint {directory}"))
 
 
-def restore_model(directory: str, config_class: type, model: str) -> tuple[Any, Params]:
+def restore_model(directory: str, config_class: type, model: str,
+                  metadata: Optional[Mapping[str, Any]] = None,
+                  digests: Optional[Mapping[str, Mapping]] = None) -> tuple[Any, Params]:
   """(config, params) of a checkpoint of `model` (its metadata's `model`, e.g. "tk"), a model other
   than T5: `config_class.from_json` of its config.json, the parameters as saved (float32 numpy
-  arrays). A checkpoint of another model is refused by name."""
+  arrays). A checkpoint of another model is refused by name. `metadata`, `digests`: its
+  metadata.json when the caller read it already (`check_files`)."""
   import orbax.checkpoint as ocp
 
+  config_path = _config_path(directory)
+  metadata = read_metadata(directory) if metadata is None else metadata
+  found = metadata.get("model", "monot5")
+  if found != model:
+    raise ValueError(f"{directory} is a {found} checkpoint, not a {model} one")
+  config = _read_config(config_path, config_class)
+  check_files(directory, metadata, digests)
+  return config, ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory,
+                                                                                  PARAMS_DIR)))
+
+
+def _config_path(directory: str) -> str:
+  """config.json of the checkpoint in `directory`; FileNotFoundError when it is incomplete."""
   config_path = os.path.join(directory, CONFIG_FILE)
   if not os.path.isfile(config_path):
     raise FileNotFoundError(f"{config_path} not found: {directory} is not a complete t5rank "
                             "checkpoint (config.json is written last)")
-  found = read_metadata(directory).get("model", "monot5")
-  if found != model:
-    raise ValueError(f"{directory} is a {found} checkpoint, not a {model} one")
-  config = _read_config(config_path, config_class)
-  check_files(directory)
-  return config, ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory,
-                                                                                  PARAMS_DIR)))
+  return config_path
+
+
+def _config_model(text: str) -> Optional[str]:
+  """The `model` a config.json names (the configs of models other than T5 do), or None."""
+  try:
+    value = json.loads(text)
+  except ValueError:
+    return None
+  model = value.get("model") if isinstance(value, dict) else None
+  return model if isinstance(model, str) else None
 
 
 def _read_config(path: str, config_class: type) -> Any:
@@ -162,14 +188,22 @@ def _read_config(path: str, config_class: type) -> Any:
 
 def read_metadata(directory: str) -> dict[str, Any]:
   """The `extra_metadata` saved with the checkpoint in `directory` ({} when none was)."""
+  return read_metadata_file(directory)[0]
+
+
+def read_metadata_file(directory: str) -> tuple[dict[str, Any], dict[str, dict]]:
+  """(`read_metadata`, {"metadata.json": the `t5rank.files.file_digest` of the bytes it was read
+  from} or {} when there is none): one read, for `check_files` to check against the manifest."""
   path = os.path.join(directory, METADATA_FILE)
   if not os.path.isfile(path):
-    return {}
+    return {}, {}
+  with open(path, "rb") as f:
+    data = f.read()
   try:
-    with open(path, encoding="utf-8") as f:
-      metadata = json.load(f)
+    metadata = json.loads(data.decode("utf-8"))
   except ValueError as e:
     raise ValueError(f"{path}: not valid JSON ({e})") from None
   if not isinstance(metadata, dict):
     raise ValueError(f"{path}: expected a JSON object")
-  return metadata
+  return metadata, {METADATA_FILE: {"bytes": len(data),
+                                    "sha256": hashlib.sha256(data).hexdigest()}}

@@ -17,6 +17,53 @@ def positive_int(text: str) -> int:
   return value
 
 
+class Families:
+  """argparse `choices` of a `--reranker` flag: the names of `t5rank.models.registry`'s families
+  (`t5_weights`: only those whose checkpoints are T5 weights, config T5Config), looked up when the
+  flag is parsed or its help shown, so that building the parser imports no model. Give the flag a
+  `metavar` (argparse lists plain choices while building the parser) and `%(choices)s` in its
+  help."""
+
+  def __init__(self, *, t5_weights: bool = False):
+    self.t5_weights = t5_weights
+
+  def names(self) -> list[str]:
+    from t5rank.models import registry
+    from t5rank.models.config import T5Config
+
+    return [f.name for f in sorted(registry.families(), key=lambda f: f.name)
+            if not self.t5_weights or f.config is T5Config]
+
+  def __iter__(self):
+    return iter(self.names())
+
+  def __contains__(self, name) -> bool:
+    return name in self.names()
+
+
+def resolved(args: argparse.Namespace, flag: str = "checkpoint"):
+  """The `t5rank.checkpoints.resolved.Checkpoint` that flag `flag` names (`args.checkpoint`), resolved
+  on the first call and kept on `args`: a command's `files` and `run` read it once between them."""
+  from t5rank.checkpoints.resolved import resolve
+
+  kept = vars(args).setdefault("_resolved", {})
+  if flag not in kept:
+    kept[flag] = resolve(getattr(args, flag))
+  return kept[flag]
+
+
+def checkpoint_path(args: argparse.Namespace, flag: str = "checkpoint") -> str:
+  """The local path of flag `flag`'s checkpoint for a command's `files` (`resolved`, kept for
+  `run`); where it holds no checkpoint, the path as named, and `run` says so after checking its
+  options and inputs."""
+  from t5rank.checkpoints.locate import local_path
+
+  try:
+    return resolved(args, flag).path
+  except FileNotFoundError:
+    return local_path(getattr(args, flag))
+
+
 def add_overwrite(parser: argparse.ArgumentParser) -> None:
   """The `--overwrite` flag of a command that writes files."""
   parser.add_argument("--overwrite", action="store_true",

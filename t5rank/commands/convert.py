@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
-from t5rank.commands import add_overwrite
+from t5rank.commands import Families, add_overwrite, checkpoint_path, resolved
 from t5rank.models.config import T5Config
+
+if TYPE_CHECKING:
+  from t5rank.checkpoints.resolved import Checkpoint
 
 
 def add_parser(subparsers) -> None:
@@ -43,9 +46,10 @@ def add_parser(subparsers) -> None:
                  help="with --to t5x: the step number of the checkpoint_STEP directory (default 0)")
   p.add_argument("--config", default=None,
                  help="model config name (t5rank.models.config.CONFIGS); required for Mesh TF and t5x")
-  p.add_argument("--reranker", choices=("duot5", "monot5"),
-                 help="what the input is when its files do not say (a Hugging Face duoT5: "
-                      "--reranker duot5); carried into the output (metadata.json, t5rank.json)")
+  p.add_argument("--reranker", choices=Families(t5_weights=True), metavar="FAMILY",
+                 help="what the input is when its files do not say, one of %(choices)s (a "
+                      "Hugging Face duoT5: --reranker duot5); carried into the output "
+                      "(metadata.json, t5rank.json)")
   add_overwrite(p)
   p.set_defaults(func=run, files=files)
 
@@ -53,17 +57,17 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: an existing --output is replaced (with
   --overwrite) only when this command wrote it (its OWNER_FILE says so)."""
-  from t5rank.checkpoints.locate import local_path
   from t5rank.files import DIRECTORY, Output, owned_by
 
   return ([Output("--output", args.output, DIRECTORY, owned_by("convert"))],
-          {"--input": local_path(args.input)})
+          {"--input": checkpoint_path(args, "input")})
 
 
-def convert(input_path: str, output_path: str, to: str, config: Optional[T5Config] = None, *,
+def convert(input_path: Union[str, Checkpoint], output_path: str, to: str, config: Optional[T5Config] = None, *,
             hf_generation: str = "4", step: int = 0, reranker: Optional[str] = None) -> T5Config:
-  """Reads the checkpoint at `input_path` and writes it to `output_path` in format `to` ("native",
-  "hf" in the config form of transformers `hf_generation`, or "t5x" as step `step`), with what the
+  """Reads the checkpoint `input_path` (a name, or a resolved `Checkpoint`) and writes it to
+  `output_path` in format `to` ("native", "hf" in the config form of transformers
+  `hf_generation`, or "t5x" as step `step`), with what the
   input says about scoring it (vocabulary, target words, input length, BM25 score in the input:
   metadata.json for native, `spiece.model` + `t5rank.json` for hf; t5x has no room for them and a
   note says what to pass) and its model family (as its files say, else `reranker`, else monoT5).
@@ -74,20 +78,20 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
   from t5rank.checkpoints import load_checkpoint, save_checkpoint
   from t5rank.checkpoints.hf import save_hf_checkpoint
   from t5rank.checkpoints.t5x import save_t5x_checkpoint
-  from t5rank.checkpoints.models import RERANKER_CONFIG, check_family, scoring_settings
-
-
-  from t5rank.checkpoints.locate import local_path
+  from t5rank.checkpoints.resolved import RERANKER_CONFIG, resolve
+  from t5rank.models.monot5 import stored_extra_ids
 
   if to not in ("native", "hf", "t5x"):
     raise ValueError(f"cannot write format {to!r}; choose one of native, hf, t5x")
-  input_path = local_path(input_path)
-  settings = scoring_settings(input_path)
-  check_family(input_path, settings, reranker)
-  config, params = load_checkpoint(input_path, config)
-  stated = settings["model_stated"] or reranker is not None
-  settings = dict(scoring_settings(input_path, config),
-                  model=(reranker or settings["model"]) if stated else None)
+  checkpoint = resolve(input_path)
+  checkpoint.check_family(reranker)
+  config, params = load_checkpoint(checkpoint, config)
+  stated = checkpoint.family_stated or reranker is not None
+  settings = {"model": (reranker or checkpoint.family) if stated else None,
+              "vocabulary": checkpoint.vocabulary,
+              "vocabulary_extra_ids": stored_extra_ids(checkpoint, config),
+              "target_words": checkpoint.target_words, "max_length": checkpoint.max_length,
+              "bm25_in_input": checkpoint.bm25_in_input}
   if to == "native":
     extra = {k: settings[k] for k in ("model", "target_words", "bm25_in_input")
              if settings[k] is not None}
@@ -123,16 +127,15 @@ def convert(input_path: str, output_path: str, to: str, config: Optional[T5Confi
 
 def run(args: argparse.Namespace) -> int:
   """Entry point of `t5rank convert`."""
-  from t5rank.checkpoints import detect_format
-  from t5rank.checkpoints.locate import local_path
   from t5rank.files import atomic_directory
   from t5rank.models.config import get_config
 
   config = get_config(args.config) if args.config else None
+  checkpoint = resolved(args, "input")  # `files` resolved it: read once
   with atomic_directory(args.output, owner="convert") as directory:  # errors become one line in t5rank.cli
-    config = convert(args.input, directory, args.to, config, hf_generation=args.hf_generation,
+    config = convert(checkpoint, directory, args.to, config, hf_generation=args.hf_generation,
                      step=args.step, reranker=args.reranker)
-  print(f"converted {args.input} ({detect_format(local_path(args.input))}) -> {args.output} ({args.to}): "
+  print(f"converted {args.input} ({checkpoint.format}) -> {args.output} ({args.to}): "
         f"{config.num_parameters / 1e6:.1f}M parameters, d_model {config.d_model}, "
         f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, {config.feed_forward}, "
         f"head {'tied' if config.tie_embeddings else 'untied'}, decoder output "

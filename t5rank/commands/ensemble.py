@@ -47,18 +47,15 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
   import numpy as np
 
   from t5rank.checkpoints import save_checkpoint
-  from t5rank.checkpoints.models import load_tk
   from t5rank.files import atomic_directory
-  from t5rank.models.tk_reranker import TK
+  from t5rank.models.tk_reranker import TK, load_tk
   from t5rank.models.words import WORDS_FILE
 
   if len(checkpoints) < 2:
     raise ValueError("an ensemble needs at least two checkpoints")
-  from t5rank.checkpoints.locate import local_path
-
   members = []
   for path in checkpoints:
-    reranker, params = load_tk(local_path(path), {})
+    reranker, params = load_tk(path)
     if reranker.config.ensemble != 1:
       raise ValueError(f"{path} is already an ensemble; give its members")
     members.append((path, reranker, params))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from t5rank.commands import add_overwrite, positive_int, renamed
+from t5rank.commands import add_overwrite, checkpoint_path, positive_int, renamed, resolved
 
 
 def add_parser(subparsers) -> None:
@@ -46,11 +46,10 @@ def _png(args: argparse.Namespace) -> str:
 
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`."""
-  from t5rank.checkpoints.locate import local_path
   from t5rank.files import Output
 
   return ([Output("--output", args.output), Output("--png", _png(args))],
-          {"--checkpoint": local_path(args.checkpoint), "--queries": args.queries, "--corpus": args.corpus,
+          {"--checkpoint": checkpoint_path(args), "--queries": args.queries, "--corpus": args.corpus,
            "--run": args.run})
 
 
@@ -80,14 +79,14 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
   from t5rank.files import atomic_write
   from t5rank.models import registry
   from t5rank.models.tk_explain import render_html, render_png
 
   png = _png(args)
   query, documents = _inputs(args)
-  reranker, params = load_reranker(args.checkpoint)
+  reranker, params = load_reranker(resolved(args))
   family = registry.get(reranker.name)
   if family.explain is None:
     explainable = [f.name for f in registry.families() if f.explain]

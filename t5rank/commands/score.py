@@ -7,14 +7,10 @@ import logging
 import os
 import sys
 
-from t5rank.commands import add_overwrite, renamed
+from t5rank.commands import Families, add_overwrite, checkpoint_path, renamed, resolved
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
 from t5rank.ranking.scorer import PAIR_AGGREGATIONS, ScoringOptions
-
-# the model families a checkpoint may be (`t5rank.models.registry`); listed here so that
-# `t5rank --help` imports no model
-MODELS = ("classifier", "dual_encoder", "duot5", "monot5", "t5_dual_encoder", "tk")
 from t5rank.ranking.shards import ShardError
 
 
@@ -58,9 +54,10 @@ def add_parser(subparsers) -> None:
                  help="for a model that reads each candidate's BM25 score in its input (the "
                  "shipped monoT5 and duoT5): the BM25 run those scores come from, when --run is "
                  "another stage's ranking (e.g. duoT5 over monoT5's run; default: --run's scores)")
-  p.add_argument("--reranker", choices=sorted(MODELS),
-                 help="what the checkpoint is when its files do not say (a Hugging Face duoT5: "
-                 "--reranker duot5; default: its metadata's model, else monot5)")
+  p.add_argument("--reranker", choices=Families(), metavar="FAMILY",
+                 help="what the checkpoint is when its files do not say, one of %(choices)s (a "
+                 "Hugging Face duoT5: --reranker duot5; default: its metadata's model, else "
+                 "monot5)")
   p.add_argument("--aggregate", choices=PAIR_AGGREGATIONS, default="sym-sum",
                  help="a pairwise reranker's (duoT5) score of a candidate from its pairs with "
                  "the others of the top K (default: sym-sum, the paper's)")
@@ -125,7 +122,6 @@ def add_parser(subparsers) -> None:
 def files(args: argparse.Namespace):
   """(outputs, inputs) of `t5rank.files.check_outputs`: the run, the per-passage file and the
   resumable shard directory."""
-  from t5rank.checkpoints.locate import local_path
   from t5rank.files import WORK, Output, holds
   from t5rank.ranking.shards import MANIFEST_FILE
 
@@ -133,7 +129,7 @@ def files(args: argparse.Namespace):
            Output("the shard directory", args.output + ".shards", WORK, holds(MANIFEST_FILE))],
           {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
            "--first-stage-run": args.first_stage_run,
-           "--checkpoint": local_path(args.checkpoint), "--vocab": args.vocab})
+           "--checkpoint": checkpoint_path(args), "--vocab": args.vocab})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
 
   from t5rank.data.readers import (InputFormatError, check_finite_run, read_corpus, read_queries,
                                    read_run)
-  from t5rank.checkpoints.locate import local_path
-  from t5rank.checkpoints.models import check_family, load_reranker, scoring_settings
+  from t5rank.models.loading import load_reranker
   from t5rank.ranking.candidates import (MissingIdsError, check_candidates, first_stage_scores,
                                          split_at_depth)
   from t5rank.ranking.jobs import first_stage_of_candidates
@@ -156,7 +151,6 @@ def run(args: argparse.Namespace) -> int:
   if args.cpu_devices is not None and args.cpu_devices < 1:
     raise SystemExit(f"t5rank score: --cpu-devices must be >= 1, got {args.cpu_devices}")
   started = time.perf_counter()
-  args.checkpoint = local_path(args.checkpoint)  # `shipped:NAME`: a model t5rank ships
   use_cpu_devices(args.cpu_devices)
   if args.distributed:
     jax.distributed.initialize()
@@ -171,21 +165,21 @@ def run(args: argparse.Namespace) -> int:
         length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
     if args.depth is not None and args.depth < 1:
       raise ValueError(f"--depth must be positive, got {args.depth}")
-    settings = scoring_settings(args.checkpoint)  # metadata, read once; no weights
-    check_family(args.checkpoint, settings, args.reranker)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     run = read_run(args.run)
     check_finite_run(run, f"--run {args.run}")
     candidates = check_candidates(run, queries, corpus,
                                   skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
+    checkpoint = resolved(args)  # once: `files` resolved it before the outputs were checked
+    checkpoint.check_family(args.reranker)
     bm25_in_input = args.bm25_in_input
     if bm25_in_input is None:
-      bm25_in_input = bool(settings["bm25_in_input"])
+      bm25_in_input = bool(checkpoint.bm25_in_input)
     first_stage = None
     if args.first_stage_run:
       if not bm25_in_input:
         raise ValueError("--first-stage-run gives the BM25 scores a model reads in its input; "
-                         f"{args.checkpoint} reads none (--bm25-in-input makes it)")
+                         f"{checkpoint.path} reads none (--bm25-in-input makes it)")
       first_stage = read_run(args.first_stage_run)
       check_finite_run(first_stage, f"--first-stage-run {args.first_stage_run}")
       first_stage_scores(first_stage_of_candidates(first_stage,
@@ -196,10 +190,10 @@ def run(args: argparse.Namespace) -> int:
     raise SystemExit(f"t5rank score: {e} (--skip-missing skips them)") from None
   except (InputFormatError, ValueError) as e:
     raise SystemExit(f"t5rank score: {e}") from None
-  reranker, params = load_reranker(args.checkpoint, config_name=args.config, options={
+  reranker, params = load_reranker(checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
       "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input},
-      settings=settings, model=args.reranker)
+      model=args.reranker)
   if args.tag is None:  # the run names its model
     options = dataclasses.replace(options, tag=reranker.name)
   from t5rank.ranking.devices import bfloat16_note
@@ -211,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     reranked = scorer.score_candidates(
         reranker, params, queries=queries, corpus=corpus, candidates=candidates,
         output=args.output, options=options, per_passage_output=args.per_passage_output,
-        model_id=os.path.abspath(args.checkpoint), sources=(args.queries, args.corpus),
+        model_id=os.path.abspath(checkpoint.path), sources=(args.queries, args.corpus),
         first_stage_run=first_stage)
   except (FloatingPointError, ShardError) as e:  # non-finite scores, shards of another job
     if args.debug:

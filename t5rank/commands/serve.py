@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from t5rank.commands import positive_int
-from t5rank.commands.score import MODELS, mesh_shape, parse_targets
+from t5rank.commands import Families, positive_int
+from t5rank.commands.score import mesh_shape, parse_targets
 from t5rank.ranking import scorer
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE
 from t5rank.ranking.scorer import PAIR_AGGREGATIONS
@@ -34,9 +34,9 @@ def add_parser(subparsers) -> None:
                       "authentication here)")
   p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
   model = p.add_argument_group("the model and its scoring (as t5rank score's)")
-  model.add_argument("--reranker", choices=sorted(MODELS),
-                     help="what the checkpoint is when its files do not say (a Hugging Face "
-                          "duoT5: --reranker duot5)")
+  model.add_argument("--reranker", choices=Families(), metavar="FAMILY",
+                     help="what the checkpoint is when its files do not say, one of %(choices)s "
+                          "(a Hugging Face duoT5: --reranker duot5)")
   model.add_argument("--config", help="model config name, for checkpoints without one")
   model.add_argument("--dtype", choices=("float32", "bfloat16"),
                      help="cast the parameters and activations (default: as stored)")

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models import registry
 from t5rank.models.config import JsonConfig, T5Config
 from t5rank.models.monot5 import MonoT5
@@ -150,8 +151,40 @@ class Classifier(MonoT5):
     return cls(config, vocab, max_length=max_length, bm25_in_input=bm25_in_input)
 
 
+def load_classifier(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
+                    vocab: Optional[str] = None, dtype: Optional[str] = None,
+                    max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None,
+                    targets=None):
+  """(Classifier, parameters) of a classifier checkpoint, with the vocabulary, input length and
+  BM25 flag its metadata names unless given. Target words do not apply (refused if given)."""
+  from t5rank.checkpoints import native
+  from t5rank.models.reranker import cast_params
+  from t5rank.models.vocab import load_vocabulary
+
+  if config_name is not None:
+    raise ValueError(f"{checkpoint.path} is a t5rank classifier checkpoint with its own "
+                     "config.json; --config is for checkpoints without one")
+  if targets is not None:
+    raise ValueError(f"{checkpoint.path} is an encoder-only classifier: it has no target words "
+                     "(--targets is for monoT5)")
+  config, params = native.restore_model(checkpoint.path, ClassifierConfig, MODEL_NAME,
+                                        checkpoint.metadata, checkpoint.digests)
+  if dtype:
+    config = config.replace(t5=config.t5.replace(dtype=dtype))
+    params = cast_params(params, dtype)
+  vocabulary = (load_vocabulary(vocab) if vocab is not None
+                else load_vocabulary(checkpoint.vocabulary, checkpoint.vocabulary_extra_ids))
+  try:
+    reranker = Classifier(config, vocabulary, max_length=max_length or checkpoint.max_length or 512,
+                          bm25_in_input=bool(checkpoint.bm25_in_input) if bm25_in_input is None
+                          else bm25_in_input)
+  except ValueError as e:
+    raise ValueError(f"{checkpoint.path}: {e}") from None
+  return reranker, params
+
+
 registry.register(registry.Family(
     name=MODEL_NAME, config=ClassifierConfig, reranker=Classifier,
     trainable="t5rank.training.classifier.ClassifierTrainable",
-    loader="t5rank.checkpoints.models.load_classifier",
+    loader=load_classifier,
     description="T5's encoder with a two-way head on monoT5's input (the paper's Table 3 baseline)"))

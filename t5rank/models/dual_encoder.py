@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models import registry
 from t5rank.models.batching import bucket_batches, round_up
 from t5rank.models.config import JsonConfig, T5Config
@@ -407,14 +408,61 @@ def pair_batches(examples, *, batch_tokens: int, row_multiple: int, query_length
   return batches
 
 
+def load_dual_encoder(checkpoint: Checkpoint, **options):
+  """(DualEncoderReranker, parameters) of a dual encoder checkpoint (a name is resolved first),
+  with the word list it carries; it has no scoring options."""
+  from t5rank.checkpoints import native
+  from t5rank.models.loading import refuse_options
+
+  checkpoint = resolve(checkpoint)
+  refuse_options(checkpoint, "dual encoder", options, "it averages its own word vectors")
+  config, params = native.restore_model(checkpoint.path, DualEncoderConfig,
+                                        DualEncoderReranker.name, checkpoint.metadata,
+                                        checkpoint.digests)
+  return DualEncoderReranker(config, load_words(config, checkpoint.path)), params
+
+
+def load_t5_dual_encoder(checkpoint: Checkpoint, **options):
+  """(T5DualEncoderReranker, parameters) of a T5 dual encoder checkpoint (a name is resolved
+  first), with the SentencePiece model it carries."""
+  import os
+
+  from t5rank.checkpoints import native
+  from t5rank.models.loading import refuse_options
+
+  checkpoint = resolve(checkpoint)
+  refuse_options(checkpoint, "T5 dual encoder", options, "it mean-pools its own T5 encoder")
+  config, params = native.restore_model(checkpoint.path, T5DualEncoderConfig,
+                                        T5DualEncoderReranker.name, checkpoint.metadata,
+                                        checkpoint.digests)
+  vocab = Vocabulary(os.path.join(checkpoint.path, config.vocabulary), extra_ids=0)
+  if config.vocabulary_sha256 and vocab.sha256 != config.vocabulary_sha256:
+    raise ValueError(f"{vocab.path} is not the vocabulary this T5 dual encoder was built with")
+  return T5DualEncoderReranker(config, vocab), params
+
+
+def t5_dual_encoder_config(checkpoint: str, **fields: Any) -> T5DualEncoderConfig:
+  """The T5DualEncoderConfig of a T5 checkpoint (any format t5rank loads) and its vocabulary
+  (gin: `MODEL_CONFIG = @dual_encoder.t5_dual_encoder_config()`, `checkpoint = %INIT_CHECKPOINT`);
+  dropout off (the paper trains without)."""
+  from t5rank.models.loading import load_reranker
+
+  reranker, _ = load_reranker(checkpoint)
+  if not hasattr(reranker, "vocab") or not isinstance(reranker.config, T5Config):
+    raise ValueError(f"{checkpoint} is not a T5 checkpoint")
+  return T5DualEncoderConfig(t5=reranker.config.replace(dropout_rate=0.0),
+                             vocabulary=reranker.vocab.path,
+                             vocabulary_sha256=reranker.vocab.sha256, **fields)
+
+
 registry.register(registry.Family(
     name=DualEncoderReranker.name, config=DualEncoderConfig, reranker=DualEncoderReranker,
-    trainable="t5rank.training.dual.DualEncoder", loader="t5rank.checkpoints.models.load_dual_encoder",
+    trainable="t5rank.training.dual.DualEncoder", loader=load_dual_encoder,
     encoder="t5rank.retrieval.encoders.dual_encoder_encoder",
     description="word-average dual encoder, cosine of question and answer (Gillick et al. 2018)"))
 registry.register(registry.Family(
     name=T5DualEncoderReranker.name, config=T5DualEncoderConfig, reranker=T5DualEncoderReranker,
     trainable="t5rank.training.dual.T5DualEncoder",
-    loader="t5rank.checkpoints.models.load_t5_dual_encoder",
+    loader=load_t5_dual_encoder,
     encoder="t5rank.retrieval.encoders.t5_dual_encoder_encoder",
     description="T5's encoder mean-pooled as a dual encoder"))

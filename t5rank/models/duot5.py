@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 from t5rank.models import registry
 from t5rank.models.config import T5Config
 from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds, score_text
-from t5rank.models.monot5 import MonoT5
+from t5rank.models.monot5 import MonoT5, load_t5_reranker
 from t5rank.models.vocab import EOS_ID, Vocabulary
 
 TEMPLATE = "Query: {query} Document0: {document0} Document1: {document1} Relevant:"
@@ -121,7 +121,14 @@ class DuoT5(MonoT5):
             "ordered pair)")
 
 
+def load_duot5(checkpoint, **options):
+  """(DuoT5, parameters) of `checkpoint` (a `t5rank.checkpoints.resolved.Checkpoint`;
+  `t5rank.models.monot5.load_t5_reranker`): a duoT5 checkpoint of t5rank, or any T5 checkpoint
+  given `--reranker duot5` (castorini's duoT5 in Hugging Face form)."""
+  return load_t5_reranker(DuoT5, checkpoint, **options)
+
+
 registry.register(registry.Family(
     name=DuoT5.name, config=T5Config, reranker=DuoT5,
-    trainable="t5rank.training.seq2seq.Seq2Seq", loader="t5rank.checkpoints.models.load_duot5",
+    trainable="t5rank.training.seq2seq.Seq2Seq", loader=load_duot5,
     description="T5 scoring p(d0 more relevant than d1) of ordered pairs (Pradeep et al. 2021)"))

@@ -3,8 +3,9 @@
     encoder(ids) -> decoder([0]) -> logits of the two target words only -> log-softmax over the two
 
 `MonoT5` is the `t5rank.models.reranker.Reranker` around it: the input template and tokenization
-(`t5rank.models.inputs`) and length buckets (`t5rank.models.batching`); `t5rank.checkpoints.models`
-loads it from a checkpoint with the vocabulary, target words and input options its files name. Training-time
+(`t5rank.models.inputs`) and length buckets (`t5rank.models.batching`); `load_monot5` (below, the
+family's loader) builds it from a checkpoint with the vocabulary, target words and input options its
+files name (`t5rank.models.loading.load_reranker` is the front door). Training-time
 evaluation, the `t5rank score` command, the demo and the benchmarks all score through it.
 Only the two rows of the output projection are computed, which gives the same numbers as slicing
 the full-vocabulary logits (tests/test_score.py checks it to 1e-6).
@@ -14,18 +15,23 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Optional, Sequence
+import logging
+import os
+from typing import Any, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models import registry
 from t5rank.models.batching import BUCKET_STEP, bucket_batches
-from t5rank.models.config import T5Config
+from t5rank.models.config import T5Config, get_config
 from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds, TemplateIds, assemble
 from t5rank.models.network import T5, param_axes
-from t5rank.models.reranker import Batch, Reranker
-from t5rank.models.vocab import Vocabulary
+from t5rank.models.reranker import Batch, Reranker, cast_params
+from t5rank.models.vocab import Vocabulary, load_vocabulary, resolve_target_words
+
+logger = logging.getLogger(__name__)
 
 
 def monot5_score(params, encoder_input_tokens: jax.Array, *, config: T5Config,
@@ -130,8 +136,92 @@ class MonoT5(Reranker):
     return cls(config, vocab, target_ids, max_length=max_length, bm25_in_input=bm25_in_input)
 
 
+def load_monot5(checkpoint: Checkpoint, **options) -> tuple[MonoT5, Any]:
+  """(MonoT5, parameters) of `checkpoint` (`load_t5_reranker`)."""
+  return load_t5_reranker(MonoT5, checkpoint, **options)
+
+
+def load_t5_reranker(cls, checkpoint: Checkpoint, *, config_name: Optional[str] = None,
+                     vocab: Optional[str] = None, targets=None, dtype: Optional[str] = None,
+                     max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None):
+  """(`cls` (MonoT5 or DuoT5), parameters) of `checkpoint` (any format): `config_name` for formats
+  without a config; `vocab` (a name of `t5rank.models.vocab.VOCABULARIES` or a path), `targets`,
+  `max_length` and `bm25_in_input` as given, else as the checkpoint says (`Checkpoint.vocabulary`,
+  `.target_words`, `.max_length`, `.bm25_in_input`), else T5's vocabulary, true_false, 512 and no
+  score. `dtype` ("bfloat16") casts the parameters and the activations; float32 is the default and
+  the reference."""
+  from t5rank.checkpoints import load_checkpoint
+
+  config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
+  if dtype:
+    config = config.replace(dtype=dtype)
+    params = cast_params(params, dtype)
+  vocabulary = (load_vocabulary(vocab) if vocab is not None
+                else stored_vocabulary(checkpoint, config))
+  stored_targets = checkpoint.target_words
+  if isinstance(stored_targets, list):
+    stored_targets = tuple(stored_targets)
+  target_ids = resolve_target_words(vocabulary, targets or stored_targets or "true_false")
+  if max_length is None:
+    max_length = checkpoint.max_length or DEFAULT_MAX_LENGTH
+  if bm25_in_input is None:
+    bm25_in_input = bool(checkpoint.bm25_in_input)
+  try:
+    reranker = cls(config, vocabulary, target_ids, max_length=max_length,
+                   bm25_in_input=bm25_in_input)
+  except ValueError as e:
+    raise ValueError(f"{checkpoint.path}: {e}") from None
+  return reranker, params
+
+
+def stored_extra_ids(checkpoint: Checkpoint, config: T5Config) -> Optional[int]:
+  """The extra ids of the vocabulary `checkpoint` carries: as its metadata says; for a Hugging Face
+  `spiece.model`, as many of T5's 100 as `config`'s embedding holds past its pieces; None without
+  a vocabulary."""
+  if checkpoint.format == "native" or checkpoint.vocabulary is None:
+    return checkpoint.vocabulary_extra_ids
+  pieces = Vocabulary(checkpoint.vocabulary, 0).base_vocab_size
+  return max(0, min(checkpoint.vocabulary_extra_ids, config.vocab_size - pieces))
+
+
+def stored_vocabulary(checkpoint: Checkpoint, config: T5Config) -> Vocabulary:
+  """The vocabulary `checkpoint` carries (`stored_extra_ids`); for one that names none, T5's:
+  refused for a directory with a `tokenizer.json` but no `spiece.model` (t5rank tokenizes with
+  SentencePiece: give `--vocab`), with a warning for a Hugging Face directory without a
+  tokenizer."""
+  if checkpoint.vocabulary is not None:
+    return load_vocabulary(checkpoint.vocabulary, stored_extra_ids(checkpoint, config))
+  if os.path.isfile(os.path.join(checkpoint.path, "tokenizer.json")):
+    raise ValueError(f"{checkpoint.path} has a tokenizer.json but no spiece.model; t5rank "
+                     "tokenizes with SentencePiece: give the checkpoint's SentencePiece model with "
+                     "--vocab")
+  if checkpoint.format == "hf":
+    logger.warning("%s has no spiece.model; tokenizing with T5's vocabulary (give --vocab if the "
+                   "model was trained with another)", checkpoint.path)
+  return load_vocabulary()
+
+
+def checkpoint_t5_config(checkpoint: str, **fields: Any) -> T5Config:
+  """The T5Config of a T5 checkpoint that carries one (t5rank's, Hugging Face's: a path,
+  `shipped:NAME` or a Hub id), without its weights; `fields` replace run settings (`dtype`).
+  gin: `MODEL_CONFIG = @monot5.checkpoint_t5_config()` with `checkpoint = %INIT_CHECKPOINT`, so
+  that fine-tuning a public model needs no model gin of its size."""
+  from t5rank.checkpoints import native
+  from t5rank.checkpoints.hf import config_from_hf
+
+  resolved = resolve(checkpoint)
+  if resolved.format == "native":
+    config = native._read_config(os.path.join(resolved.path, native.CONFIG_FILE), T5Config)
+  elif resolved.format == "hf":
+    config = config_from_hf(resolved.hf_config)
+  else:
+    raise ValueError(f"{checkpoint} is a {resolved.format} checkpoint, which stores no "
+                     "architecture: include the model gin of its size (gin/models/*.gin) instead")
+  return config.replace(**fields) if fields else config
+
+
 registry.register(registry.Family(
     name=MonoT5.name, config=T5Config, reranker=MonoT5,
-    trainable="t5rank.training.seq2seq.Seq2Seq", loader="t5rank.checkpoints.models.load_monot5",
+    trainable="t5rank.training.seq2seq.Seq2Seq", loader=load_monot5,
     encoder="t5rank.retrieval.encoders.t5_mean_encoder",
     description="T5 scoring P(true) of `Query: q Document: d Relevant:` (Nogueira et al. 2020)"))

@@ -6,18 +6,22 @@ A family registers once, at the end of its own module (`register(Family(...))`):
     config      its config class (JSON round trip, the trainer's `model_config`)
     reranker    its `Reranker` class (`t5rank score`, training-time evaluation, the cascade)
     trainable   its `Trainable` (`t5rank.training`), by dotted name
-    loader      the function that reads its checkpoint (`t5rank.checkpoints.models`), by dotted name
+    loader      the function that builds its `Reranker` and parameters from a resolved checkpoint
+                (`t5rank.checkpoints.resolved.Checkpoint`), defined beside the model and reading
+                the weights through `t5rank.checkpoints` (`t5rank.models.loading.load_reranker`)
     encoder     where it has one, the function that makes its `TextEncoder` for dense retrieval
                 (`t5rank.retrieval.encoders`), by dotted name
     explain     where it has one, the function that explains its scores (`t5rank explain`)
 
-The parts that live above `t5rank.models` (training, checkpoints, retrieval) are named by their
-dotted path and imported when asked for (`Family.part`), so that `t5rank.models` imports nothing
-above it and no package imports in a circle. Adding a model is its module, its `register` call and
-its module's name in MODULES.
+The parts that live above `t5rank.models` (training, retrieval) are named by their dotted path and
+imported when asked for (`Family.part`), so that `t5rank.models` imports nothing above it and no
+package imports in a circle; the loader is the function itself (`t5rank.checkpoints`, which reads
+the files, lies below the families and imports none of them). Adding a model is its module, its
+`register` call and its module's name in MODULES.
 
     from t5rank.models import registry
     registry.get("tk").reranker                 # the TK class
+    registry.names()                            # every family's name: `--reranker`'s choices
     registry.of_config(config).part("trainable")  # its Trainable class
 """
 
@@ -40,14 +44,14 @@ class Family:
   config: type
   reranker: type
   trainable: str
-  loader: str
+  loader: Callable[..., Any]
   encoder: Optional[str] = None
   explain: Optional[str] = None
   description: str = ""
 
   def part(self, field: str) -> Callable[..., Any]:
-    """The object a dotted-name field names (trainable, loader, encoder, explain); ValueError when
-    this family has none."""
+    """The object a dotted-name field names (trainable, encoder, explain); ValueError when this
+    family has none."""
     dotted = getattr(self, field)
     if dotted is None:
       raise ValueError(f"a {self.name} model has no {field}")
@@ -75,6 +79,11 @@ def families() -> list[Family]:
   """Every registered family, in registration order."""
   _load()
   return list(_FAMILIES.values())
+
+
+def names() -> list[str]:
+  """Every registered family's name, sorted (the choices of a command's `--reranker`)."""
+  return sorted(family.name for family in families())
 
 
 def get(name: str) -> Family:

@@ -8,7 +8,7 @@ the benchmarks only talk to a `Reranker`.
 A reranker holds its configuration, tokenizer and options, not its parameters: `params` travel
 beside it, so that the trainer can evaluate the parameters it is training and the scorer can place
 them on a mesh (`param_axes` names each parameter's logical axes for `t5rank.partitioning`).
-`t5rank.checkpoints.models.load_reranker(checkpoint)` reads any checkpoint t5rank knows and
+`t5rank.models.loading.load_reranker(checkpoint)` reads any checkpoint t5rank knows and
 returns the reranker its metadata names (monoT5 when it names none) with its parameters; the
 families are in `t5rank.models.registry`.
 """

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.vectors import unit_vectors
@@ -333,7 +334,22 @@ class TK(Reranker):
     return cls(config, load_words(config))
 
 
+def load_tk(checkpoint: Checkpoint, **options) -> tuple[TK, dict]:
+  """(TK, parameters) of a TK checkpoint (`t5rank train` with a TK gin, or `t5rank ensemble`; a
+  name is resolved first), with the word list it carries; TK has no scoring options, and any
+  given is refused by name."""
+  from t5rank.checkpoints import native
+  from t5rank.models.loading import refuse_options
+
+  checkpoint = resolve(checkpoint)
+  refuse_options(checkpoint, "TK", options, "TK reads whole words with its own vocabulary, has no "
+                 "target words and reads no first-stage score")
+  config, params = native.restore_model(checkpoint.path, TKConfig, TK.name, checkpoint.metadata,
+                                        checkpoint.digests)
+  return TK(config, load_words(config, checkpoint.path)), params
+
+
 registry.register(registry.Family(
     name=TK.name, config=TKConfig, reranker=TK, trainable="t5rank.training.pairwise.PairwiseTK",
-    loader="t5rank.checkpoints.models.load_tk", explain="t5rank.models.tk_explain.explain",
+    loader=load_tk, explain="t5rank.models.tk_explain.explain",
     description="the Transformer-Kernel reranker (Hofstaetter et al. 2019)"))

@@ -34,7 +34,7 @@ import time
 from typing import Mapping, Optional, Sequence
 
 from t5rank.checkpoints.locate import is_hub_id, local_path
-from t5rank.checkpoints.models import load_reranker
+from t5rank.models.loading import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
                                       untested)
@@ -94,23 +94,20 @@ def check_stages(stages: Sequence[RerankStage], first_name: str) -> list[str]:
   files say: each checkpoint exists in a format t5rank reads, its family agrees with the stage's
   `reranker`, no two stages share a name, and no model that reads BM25 scores follows a dense
   first stage. Raises ValueError (FileNotFoundError for a missing checkpoint) naming the stage."""
-  from t5rank.checkpoints import detect_format
-  from t5rank.checkpoints.models import check_family, scoring_settings
+  from t5rank.checkpoints.resolved import resolve
 
   names = []
   for i, spec in enumerate(stages, 1):
-    checkpoint = local_path(spec.checkpoint)
     try:
-      detect_format(checkpoint)
-      settings = scoring_settings(checkpoint)
-      check_family(checkpoint, settings, spec.reranker)
+      checkpoint = resolve(spec.checkpoint)
+      checkpoint.check_family(spec.reranker)
     except (ValueError, FileNotFoundError) as e:
       raise type(e)(f"stage {i} ({spec.checkpoint}): {e}") from None
-    name = spec.name or spec.reranker or settings["model"]
+    name = spec.name or spec.reranker or checkpoint.family
     if name in names or name == first_name:
       raise ValueError(f"stage {i} ({spec.checkpoint}) is named {name!r}, as a stage before it; "
                        "give each stage its own NAME= (e.g. --stage mono2=CHECKPOINT@K)")
-    if first_name == "dense" and settings["bm25_in_input"]:
+    if first_name == "dense" and checkpoint.bm25_in_input:
       raise ValueError(f"stage {i} ({spec.checkpoint}) reads each candidate's BM25 score, but "
                        "the first stage is dense retrieval: start the cascade with BM25 (or its "
                        "run)")

@@ -250,7 +250,7 @@ def _pretrain(job: Job, bindings: Sequence[str], retrain: bool, record: Record) 
 
 def _model(gin_files: Sequence[str], record: Record) -> tuple[str, str]:
   """monoT5, trained by the recipe in WORKDIR/model or reused (`prepare_model`)."""
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.models.loading import load_reranker
 
   model_dir = os.path.join(record.workdir, "model")
   checkpoint, trained = prepare_model(model_dir, gin_files, record["gin_bindings"],

@@ -42,9 +42,9 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
   again (the earlier scores and their shards in `directory` are removed first)."""
   import numpy as np
 
-  from t5rank.checkpoints import detect_format, shipped
-  from t5rank.checkpoints.locate import local_path
-  from t5rank.checkpoints.models import load_reranker
+  from t5rank.checkpoints import shipped
+  from t5rank.checkpoints.resolved import resolve
+  from t5rank.models.loading import load_reranker
   from t5rank.data.insuranceqa import load_split, write_ranking_job
   from t5rank.data.readers import read_corpus, write_run
   from t5rank.ranking import fusion
@@ -63,9 +63,8 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
                      "--weights, bm25 among them)")
   if weights is not None:
     fusion.check_weights(weights, len(checkpoints))  # before any member scores a pair
-  for checkpoint in checkpoints:
-    if checkpoint != BM25_MEMBER:
-      detect_format(local_path(checkpoint))  # an unknown name or no checkpoint: before any work
+  # an unknown name or no checkpoint: refused before any work; each resolved once
+  resolved = {c: resolve(c) for c in checkpoints if c != BM25_MEMBER}
   start = time.perf_counter()
   mark_owner(directory, "teacher")
   if overwrite:  # the command's own earlier scores: scored again
@@ -100,14 +99,13 @@ def build_teacher_scores(directory: str, checkpoints: Sequence[str], *,
       runs.append(candidates)
       members.append({"checkpoint": BM25_MEMBER, "k1": DEFAULT_K1, "b": DEFAULT_B})
       continue
-    resolved = local_path(checkpoint)
-    reranker, params = load_reranker(resolved)
+    reranker, params = load_reranker(resolved[checkpoint])
     path = scores_path if len(checkpoints) == 1 else os.path.join(directory, "members",
                                                                    f"{i:02d}.run")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     runs.append(score_candidates(
         reranker, params, queries=data.queries, corpus=corpus, candidates=candidates, output=path,
-        options=ScoringOptions(window=0, tag="teacher"), model_id=os.path.abspath(resolved),
+        options=ScoringOptions(window=0, tag="teacher"), model_id=os.path.abspath(resolved[checkpoint].path),
         progress=progress))
     recipe = None
     if checkpoint.startswith(shipped.PREFIX):

@@ -25,11 +25,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from t5rank.checkpoints.models import (load_dual_encoder, load_reranker, load_t5_dual_encoder,
-                                       scoring_settings)
+from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models import registry
 from t5rank.models.batching import round_up
-from t5rank.models.dual_encoder import average, t5_mean
+from t5rank.models.dual_encoder import average, load_dual_encoder, load_t5_dual_encoder, t5_mean
+from t5rank.models.loading import load_reranker
 from t5rank.models.vectors import unit_vectors
 from t5rank.models.vocab import EOS_ID
 from t5rank.models.words import NUM_RESERVED, load_embeddings, words
@@ -180,17 +180,19 @@ def load_encoder(path: str, *, weighting: str = "uniform", weights: Optional[np.
   if weighting != "uniform":
     raise ValueError(f"{path}: IDF weighting is for `t5rank embeddings` vectors; a trained model "
                      "encodes as it was trained")
-  family = registry.get(scoring_settings(path)["model"])
+  checkpoint = resolve(path)
+  family = registry.get(checkpoint.family)
   if family.encoder is None:
     raise ValueError(f"{path} is a {family.name} checkpoint; dense retrieval encodes with a dual "
                      "encoder, word embeddings or a T5 checkpoint")
-  return family.part("encoder")(path, max_lengths=max_lengths)
+  return family.part("encoder")(checkpoint, max_lengths=max_lengths)
 
 
-def dual_encoder_encoder(path: str, **_) -> TextEncoder:
+def dual_encoder_encoder(checkpoint: Checkpoint, **_) -> TextEncoder:
   """A dual encoder checkpoint's f₁ and f₂ (its own lengths, its word list checked)."""
 
-  reranker, params = load_dual_encoder(path, {})
+  reranker, params = load_dual_encoder(checkpoint)
+  path = checkpoint.path
   config = reranker.config
   query = np.asarray(params["query"]["embedding"])
   document = np.asarray(params["document"]["embedding"]) if "document" in params else query
@@ -199,18 +201,22 @@ def dual_encoder_encoder(path: str, **_) -> TextEncoder:
                      source=path)
 
 
-def t5_dual_encoder_encoder(path: str, **_) -> TextEncoder:
+def t5_dual_encoder_encoder(checkpoint: Checkpoint, **_) -> TextEncoder:
   """A T5 dual encoder checkpoint's mean-pooled T5 encoder, at its own lengths."""
 
-  reranker, params = load_t5_dual_encoder(path, {})
+  reranker, params = load_t5_dual_encoder(checkpoint)
+  path = checkpoint.path
   config = reranker.config
   return T5Mean(config.t5, params["t5"], reranker.vocab, max_length=config.max_document_length,
                 query_length=config.max_query_length, source=path)
 
 
-def t5_mean_encoder(path: str, *, max_lengths: tuple[int, int] = (30, 256)) -> TextEncoder:
-  """A T5 checkpoint (any format) as a retriever: its encoder mean-pooled, cut to `max_lengths`."""
+def t5_mean_encoder(checkpoint: Checkpoint, *, max_lengths: tuple[int, int] = (30, 256)
+                    ) -> TextEncoder:
+  """A T5 checkpoint (any format; resolved) as a retriever: its encoder mean-pooled, cut to
+  `max_lengths`."""
 
-  reranker, params = load_reranker(path)
+  reranker, params = load_reranker(checkpoint)
+  path = checkpoint.path
   return T5Mean(reranker.config, params, reranker.vocab, max_length=max_lengths[1],
                 query_length=max_lengths[0], source=path)

@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from t5rank.checkpoints import native, save_checkpoint
-from t5rank.checkpoints.models import load_tk
+from t5rank.models.tk_reranker import load_tk
 from t5rank.data.tk_triples import SOURCES, tk_batches
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.tk_reranker import TK
@@ -90,7 +90,7 @@ class PairwiseTK(Trainable):
       return params
 
     if native.is_native_checkpoint(init.checkpoint):
-      reranker, loaded = load_tk(init.checkpoint, {})
+      reranker, loaded = load_tk(init.checkpoint)
       if reranker.config != self.config:
         raise ValueError(f"{init.checkpoint} is a TK of another configuration than this run's")
       return loaded

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from t5rank.checkpoints import load_checkpoint, save_checkpoint
-from t5rank.checkpoints.models import scoring_settings
+from t5rank.checkpoints.resolved import resolve
 from t5rank.data.training_data import seq2seq_dataset
 from t5rank.models.config import T5Config
 from t5rank.models.network import T5, init_params, param_axes, term_matching_init
@@ -97,7 +97,7 @@ def check_init_vocabulary(checkpoint: str, vocab: Vocabulary, task_name: str) ->
   import logging
 
 
-  stored = scoring_settings(checkpoint)["vocabulary"]
+  stored = resolve(checkpoint).vocabulary
   if stored is None:
     logging.getLogger(__name__).warning(
         "init checkpoint %s names no vocabulary; task %s tokenizes with %s: make sure the model was "
