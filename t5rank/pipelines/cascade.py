@@ -39,6 +39,7 @@ from t5rank.data.readers import Document, Run, document_text, read_run, write_ru
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
                                       untested)
 from t5rank.files import atomic_write, read_json, sha256_file
+from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
@@ -155,7 +156,6 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
                          if k not in ("depth", "tag")}}
     if reranker.reads_first_stage:  # its input holds the first stage's scores too
       stamp["first_stage_sha256"] = sha256_file(record["paths"][0])
-    stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
     k = [len(docs) for docs in top.values()]
     pairs = sum(map(job_class(reranker).num_inputs, k))
     start = time.perf_counter()
@@ -163,41 +163,36 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     if reranker.reads_first_stage and record["names"][0] == "dense":
       raise ValueError(f"stage {name!r} reads each candidate's BM25 score, but the first stage "
                        "is dense retrieval: start the cascade with BM25 (or its run)")
-    stamp_path = path + ".json"
-    if not overwrite and os.path.isfile(path) and read_json(stamp_path) == stamp:
-      ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
-      info.update(seconds=0.0, reused=True)
-    else:
-      # The stamp goes first and comes back last, after the run: a kill in between leaves a run
-      # without a stamp, which is never reused.
-      if os.path.exists(stamp_path):
-        os.remove(stamp_path)
-      if overwrite and os.path.isdir(path + ".shards"):
+
+    def score() -> None:
+      nonlocal ranked
+      if overwrite and os.path.isdir(path + ".shards"):  # scored again from the start
         import shutil
 
         shutil.rmtree(path + ".shards")
-    if info.get("reused"):
-      pass
-    elif reranker.reads_first_stage and len(record["runs"]) > 1:
-      # The model reads each candidate's BM25 score in its input: the first stage's score, not
-      # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is reranked
-      # and the rest kept below, as `score --depth` does.
-      first = {q: dict(docs) for q, docs in record["runs"][0].items()}
-      reranked = score_candidates(
-          reranker, params, queries=queries, corpus=corpus,
-          candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
-          output=path, options=dataclasses.replace(options, depth=None, tag=name),
-          model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
-      ranked = append_below(reranked, rest)
-      write_run(path, ranked, tag=name)
+      if reranker.reads_first_stage and len(record["runs"]) > 1:
+        # The model reads each candidate's BM25 score in its input: the first stage's score, not
+        # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is
+        # reranked and the rest kept below, as `score --depth` does.
+        first = {q: dict(docs) for q, docs in record["runs"][0].items()}
+        reranked = score_candidates(
+            reranker, params, queries=queries, corpus=corpus,
+            candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
+            output=path, options=dataclasses.replace(options, depth=None, tag=name),
+            model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
+        ranked = append_below(reranked, rest)
+        write_run(path, ranked, tag=name)
+      else:
+        ranked = score_candidates(
+            reranker, params, queries=queries, corpus=corpus, candidates=record["runs"][-1],
+            output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
+            model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
+
+    ranked = None
+    if cached(path, stamp, score, what=f"stage {name}'s run", rebuild=overwrite):
+      ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
+      info.update(seconds=0.0, reused=True)
     else:
-      ranked = score_candidates(
-          reranker, params, queries=queries, corpus=corpus, candidates=record["runs"][-1],
-          output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
-          model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
-    if not info.get("reused"):
-      with atomic_write(stamp_path) as f:
-        json.dump(stamp, f, indent=1)
       seconds = time.perf_counter() - start
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
       info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))

@@ -57,6 +57,7 @@ from typing import Optional, Sequence
 from t5rank.files import atomic_write, read_json
 from t5rank.pipelines.jobs import (BM25_B, BM25_K1, ENGLISH, TUNE_QUERIES, Job, bm25_stage,
                                    export_stage, language_report)
+from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.pipelines.training_runs import RECIPE_FILE, best_checkpoint, prepare_model
 
@@ -70,25 +71,30 @@ DENSE_SYSTEM = "BM25+dual encoder"
 
 def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus, candidates,
             candidates_path: str, run_path: str, progress: bool):
-  """(the reranker's run over `candidates`, whether it was reused): `run_path` is reused when its
-  stamp (`run_path`.json: model, input length, hash of `candidates_path`) matches and no model was
-  trained now; otherwise the candidates are scored (resuming from `run_path`.shards)."""
+  """(the reranker's run over `candidates`, whether it was reused), through the stage cache
+  (`t5rank.pipelines.stage_cache`): `run_path` is reused when its stamp (`run_path`.json: model,
+  input length, hash of `candidates_path`) matches and no model was trained now; otherwise the
+  candidates are scored (resuming from `run_path`.shards)."""
   from t5rank.data.readers import read_run
   from t5rank.ranking.scorer import ScoringOptions, score_candidates
 
-  if trained_now:  # shards of an interrupted reranking with an earlier model
-    shutil.rmtree(run_path + ".shards", ignore_errors=True)
   with open(candidates_path, "rb") as f:
     stamp = {"model": model_id, "max_length": reranker.max_length,
              "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
-  stamp_path = run_path + ".json"
-  if not trained_now and os.path.exists(run_path) and read_json(stamp_path) == stamp:
+
+  run = None
+
+  def score() -> None:
+    nonlocal run
+    if trained_now:  # shards of an interrupted reranking with an earlier model
+      shutil.rmtree(run_path + ".shards", ignore_errors=True)
+    run = score_candidates(reranker, params, queries=queries, corpus=corpus,
+                           candidates=candidates, output=run_path,
+                           options=ScoringOptions(window=0, tag="monot5"), model_id=model_id,
+                           progress=progress)
+
+  if cached(run_path, stamp, score, what="monoT5's run", rebuild=trained_now):
     return read_run(run_path), True
-  run = score_candidates(reranker, params, queries=queries, corpus=corpus, candidates=candidates,
-                         output=run_path, options=ScoringOptions(window=0, tag="monot5"),
-                         model_id=model_id, progress=progress)
-  with atomic_write(stamp_path) as f:
-    json.dump(stamp, f, indent=1)
   return run, False
 
 
