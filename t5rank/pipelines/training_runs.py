@@ -37,7 +37,7 @@ def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[s
     finally:
       gin.clear_config()
 
-  reused = cached(model_dir, wanted, train, what=f"the model (recipe {wanted['sha256'][:12]})",
+  reused = cached(model_dir, wanted, train, what="the model",
                   rebuild=retrain, complete=lambda _: native.is_native_checkpoint(final),
                   stamp=os.path.join(model_dir, RECIPE_FILE), records_key=True)
   return final, not reused
