@@ -58,14 +58,14 @@ def test_insuranceqa_job_end_to_end_then_reuses_the_model(tmp_path, monkeypatch,
   qids = list(read_queries(os.path.join(workdir, "data", "queries.tsv")))[:QUERIES]
   pool = read_run(os.path.join(workdir, "data", "pool.run"))
   bm25 = check_run_file(os.path.join(workdir, "bm25.run"), qids, pool)
-  monot5 = check_run_file(os.path.join(workdir, "monot5.run"), qids, pool)
+  monot5 = check_run_file(os.path.join(workdir, "cascade", "01_monot5.run"), qids, pool)
   hybrid = check_run_file(os.path.join(workdir, "hybrid.run"), qids, pool)
   assert all({d for d, _ in bm25[q]} == {d for d, _ in monot5[q]} == {d for d, _ in hybrid[q]}
              for q in qids)  # same candidates
   valid_qids = list(read_queries(os.path.join(workdir, "data_valid", "queries.tsv")))[:4]
   valid_pool = read_run(os.path.join(workdir, "data_valid", "pool.run"))
   check_run_file(os.path.join(workdir, "valid_bm25.run"), valid_qids, valid_pool)
-  check_run_file(os.path.join(workdir, "valid_monot5.run"), valid_qids, valid_pool)
+  check_run_file(os.path.join(workdir, "valid_cascade", "01_monot5.run"), valid_qids, valid_pool)
 
   with open(os.path.join(workdir, "results.json")) as f:
     saved = json.load(f)
@@ -226,7 +226,7 @@ def test_cross_lingual_job_pretrains_fine_tunes_and_breaks_down_by_language(tmp_
   # mixed-language candidate lists, ranked by the model as they are
   qids = list(read_queries(os.path.join(workdir, "data", "queries.tsv")))[:4]
   pool = read_run(os.path.join(workdir, "data", "pool.run"))
-  monot5 = check_run_file(os.path.join(workdir, "monot5.run"), qids, pool)
+  monot5 = check_run_file(os.path.join(workdir, "cascade", "01_monot5.run"), qids, pool)
   assert {answer_of(d)[1] for q in qids for d, _ in monot5[q]} == {"en", "zh"}
   systems = [*pipeline.SYSTEMS, pipeline.DENSE_SYSTEM]
   assert [r["name"] for r in results["evaluation"]["runs"]] == systems

@@ -39,6 +39,7 @@ from t5rank.data.readers import Document, Run, document_text, read_run, write_ru
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
                                       untested)
 from t5rank.files import atomic_write, read_json, sha256_file
+from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
@@ -47,6 +48,21 @@ from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_cand
 
 CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One row of a cascade's record (`record["rows"]`, first stage first): a stage's own ranking,
+  or its fusion with the stages before it (`fused`). `entry` is what results.json's "stages"
+  holds of it, `timing` what its "timings" holds (seconds, pairs, pairs/s or reused); `input` is
+  the index of the row whose ranking its stage reranked (None for the first stage)."""
+  name: str
+  run: Run
+  path: str
+  entry: dict
+  timing: dict
+  input: Optional[int]
+  fused: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,74 +157,63 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
   its run could be reused."""
 
   def run(record: Record) -> tuple[str, str]:
-    before_path = record["paths"][-1]
+    rows = record["rows"]
     checkpoint = local_path(spec.checkpoint)  # `shipped:NAME`: a model t5rank ships
     reranker, params = load_reranker(checkpoint, model=spec.reranker, options={"dtype": dtype})
     name = spec.name or reranker.name
     path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
-    top, rest = split_at_depth(record["runs"][-1], spec.depth)  # what this stage reranks
+    top, rest = split_at_depth(rows[-1].run, spec.depth)  # what this stage reranks
     stamp = {"checkpoint": os.path.abspath(checkpoint), "model": reranker.name,
              "params_sha256": params_fingerprint(params), "depth": spec.depth,
-             "input_sha256": sha256_file(before_path),
+             "input_sha256": sha256_file(rows[-1].path),
              "texts_sha256": texts_fingerprint(queries, corpus, top),
              "options": {k: v for k, v in dataclasses.asdict(options).items()
                          if k not in ("depth", "tag")}}
     if reranker.reads_first_stage:  # its input holds the first stage's scores too
-      stamp["first_stage_sha256"] = sha256_file(record["paths"][0])
-    stamp = json.loads(json.dumps(stamp))  # as it reads back (tuples are lists)
+      stamp["first_stage_sha256"] = sha256_file(rows[0].path)
     k = [len(docs) for docs in top.values()]
     pairs = sum(map(job_class(reranker).num_inputs, k))
     start = time.perf_counter()
     info = {"name": name, "pairs": pairs}
-    if reranker.reads_first_stage and record["names"][0] == "dense":
+    if reranker.reads_first_stage and rows[0].name == "dense":
       raise ValueError(f"stage {name!r} reads each candidate's BM25 score, but the first stage "
                        "is dense retrieval: start the cascade with BM25 (or its run)")
-    stamp_path = path + ".json"
-    if not overwrite and os.path.isfile(path) and read_json(stamp_path) == stamp:
-      ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
-      info.update(seconds=0.0, reused=True)
-    else:
-      # The stamp goes first and comes back last, after the run: a kill in between leaves a run
-      # without a stamp, which is never reused.
-      if os.path.exists(stamp_path):
-        os.remove(stamp_path)
-      if overwrite and os.path.isdir(path + ".shards"):
+
+    def score() -> None:
+      nonlocal ranked
+      if overwrite and os.path.isdir(path + ".shards"):  # scored again from the start
         import shutil
 
         shutil.rmtree(path + ".shards")
-    if info.get("reused"):
-      pass
-    elif reranker.reads_first_stage and len(record["runs"]) > 1:
-      # The model reads each candidate's BM25 score in its input: the first stage's score, not
-      # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is reranked
-      # and the rest kept below, as `score --depth` does.
-      first = {q: dict(docs) for q, docs in record["runs"][0].items()}
-      reranked = score_candidates(
-          reranker, params, queries=queries, corpus=corpus,
-          candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
-          output=path, options=dataclasses.replace(options, depth=None, tag=name),
-          model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
-      ranked = append_below(reranked, rest)
-      write_run(path, ranked, tag=name)
+      if reranker.reads_first_stage and len(rows) > 1:
+        # The model reads each candidate's BM25 score in its input: the first stage's score, not
+        # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is
+        # reranked and the rest kept below, as `score --depth` does.
+        first = {q: dict(docs) for q, docs in rows[0].run.items()}
+        reranked = score_candidates(
+            reranker, params, queries=queries, corpus=corpus,
+            candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
+            output=path, options=dataclasses.replace(options, depth=None, tag=name),
+            model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
+        ranked = append_below(reranked, rest)
+        write_run(path, ranked, tag=name)
+      else:
+        ranked = score_candidates(
+            reranker, params, queries=queries, corpus=corpus, candidates=rows[-1].run,
+            output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
+            model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
+
+    ranked = None
+    if cached(path, stamp, score, what=f"stage {name}'s run", rebuild=overwrite):
+      ranked, detail = read_run(path), f"{path}: reused (the same model on the same input)"
+      info.update(seconds=0.0, reused=True)
     else:
-      ranked = score_candidates(
-          reranker, params, queries=queries, corpus=corpus, candidates=record["runs"][-1],
-          output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
-          model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
-    if not info.get("reused"):
-      with atomic_write(stamp_path) as f:
-        json.dump(stamp, f, indent=1)
       seconds = time.perf_counter() - start
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
       info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))
-    record["stage_info"].append(info)
-    record["inputs"].append(len(record["runs"]) - 1)  # the ranking this stage reranked
-    record["names"].append(name)
-    record["runs"].append(ranked)
-    record["paths"].append(path)
-    record["models"].append({"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
-                             "depth": spec.depth, "params_sha256": stamp["params_sha256"]})
-    record["own"].append(len(record["runs"]) - 1)
+    entry = {"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
+             "depth": spec.depth, "params_sha256": stamp["params_sha256"]}
+    rows.append(Row(name, ranked, path, entry, info, input=len(rows) - 1))
     if spec.fuse:
       detail += "; " + fuse_stage(record, index, name, spec.depth, fusion_source)
     return name, detail
@@ -272,17 +277,18 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
     raise ValueError(f"stage {name!r} fuses, but neither tuning judgments nor weights were given")
   start = time.perf_counter()
   row = f"{name}+fusion"
-  own = [record["names"][i] for i in record["own"]]
-  members = [{k: record["models"][i].get(k) for k in ("name", "params_sha256", "depth")}
-             for i in record["own"]]
+  rows = record["rows"]
+  own_rows = [r for r in rows if not r.fused]
+  own = [r.name for r in own_rows]
+  members = [{k: r.entry.get(k) for k in ("name", "params_sha256", "depth")} for r in own_rows]
   for member in members[1:-1]:
     if member["depth"] is not None and (depth is None or member["depth"] < depth):
       raise ValueError(f"stage {name!r} fuses its top {depth or 'all'} with {member['name']!r}, "
                        f"which scored only its top {member['depth']}: the rest have no score of "
                        "it to fuse; give the fusing stage a depth within every earlier one's")
-  top, rest = split_at_depth(record["runs"][-2], depth)  # what this stage reranked, the rest
-  scored_sets = [split_at_depth(record["runs"][i], member["depth"])[0]
-                 for i, member in zip(record["own"], members)]
+  top, rest = split_at_depth(rows[-2].run, depth)  # what this stage reranked, the rest
+  scored_sets = [split_at_depth(r.run, member["depth"])[0]
+                 for r, member in zip(own_rows, members)]
   runs = [scored_zscores(scored, top) for scored in scored_sets]
   if source.weights is not None:
     given = source.weights.get(row)
@@ -312,12 +318,9 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
     entry["tuning_MRR"] = values[tuple(weights)]
   record["fusion"][row] = entry
   seconds = time.perf_counter() - start
-  record["stage_info"].append({"name": row, "seconds": round(seconds, 1), "pairs": 0})
-  record["inputs"].append(record["inputs"][-1])  # its stage's input
-  record["names"].append(row)
-  record["runs"].append(fused)
-  record["paths"].append(path)
-  record["models"].append({"name": row, "fusion": entry})
+  rows.append(Row(row, fused, path, {"name": row, "fusion": entry},
+                  {"name": row, "seconds": round(seconds, 1), "pairs": 0},
+                  input=rows[-1].input, fused=True))  # its stage's input
   return (f"{row}: " + ", ".join(f"{w:g} {n}" for w, n in zip(weights, own)) + f" ({how})")
 
 
@@ -427,22 +430,23 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
     json.dump(spec, f, indent=1)
   record = Record(workdir)
-  record["runs"], record["paths"], record["names"] = [first], [first_path], [first_name]
-  record["models"] = [{"name": first_name}]
-  record["own"], record["fusion"], record["inputs"] = [0], {}, [None]
   pairs = sum(map(len, first.values()))
-  record["stage_info"] = [{"name": first_name, "seconds": round(first_seconds, 1),
-                           "pairs": pairs}]
+  record["rows"] = [Row(first_name, first, first_path, {"name": first_name},
+                        {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs},
+                        input=None)]
+  record["fusion"] = {}
   run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
                            progress=progress, fusion_source=source, overwrite=overwrite)
               for i, s in enumerate(stages, 1)], record)
-  results = {"stages": record["models"], "timings": record["stage_info"],
-             "runs": dict(zip(record["names"], record["paths"])), "fusion": record["fusion"]}
+  rows = record["rows"]
+  timings = [r.timing for r in rows]
+  results = {"stages": [r.entry for r in rows], "timings": timings,
+             "runs": {r.name: r.path for r in rows}, "fusion": record["fusion"]}
   if qrels is not None:
-    report = evaluate_stages(qrels, record["names"], record["runs"], metrics,
-                             inputs=record["inputs"])
+    report = evaluate_stages(qrels, [r.name for r in rows], [r.run for r in rows], metrics,
+                             inputs=[r.input for r in rows])
     if print_table:
-      print(format_report(report, record["stage_info"]), flush=True)
+      print(format_report(report, timings), flush=True)
     results["evaluation"] = report
   with atomic_write(os.path.join(workdir, "results.json")) as f:
     json.dump(finite(results), f, indent=1, allow_nan=False)

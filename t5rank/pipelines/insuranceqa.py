@@ -14,7 +14,8 @@ reused or resumed by `t5rank.pipelines.training_runs`.
     ─► model: WORKDIR/model/final when it was trained by the same gin recipe, else `t5rank train`'s
        code path with MODEL_DIR = WORKDIR/model (resumes an interrupted run); after a pre-training
        its INIT_CHECKPOINT is WORKDIR/pretrain/final
-    ─► `t5rank score`'s `score_candidates` on the BM25 top DEPTH (whole answers, no windows)
+    ─► a one-stage cascade (`t5rank.pipelines.cascade.rerank_stage`, `t5rank score`'s
+       `score_candidates`) on the BM25 top DEPTH (whole answers, no windows)
     ─► hybrid: BM25 and monoT5 scores interpolated (`t5rank fuse`), the weight chosen on the first
        TUNE_QUERIES validation queries (their BM25 top DEPTH, scored the same way)
     ─► dual encoder (jobs that have one): XPI's sentence pairs (WORKDIR/dense_pretrain), then the
@@ -35,10 +36,12 @@ The work directory holds:
     model/         the training run (checkpoints/, final/, recipe.json: the gin recipe and its hash)
     qrels.txt      the judgments of the queries evaluated (all 2,000, or the first --queries)
     bm25.run       BM25's top DEPTH of each query's pool
-    monot5.run     the same candidates reranked by monoT5 (score: log P(true))
+    cascade/       monoT5's reranking of the same candidates, a one-stage cascade
+                   (`t5rank.pipelines.cascade`): 01_monot5.run (score: log P(true)) and its stamp
     hybrid.run     the same candidates by interpolated score (weight in results.json)
     dense.run      the same candidates by the dual encoder's cosine (cross-lingual job)
-    valid_bm25.run, valid_monot5.run   the validation queries' runs the weight was tuned on
+    valid_bm25.run, valid_cascade/01_monot5.run   the validation queries' runs the weight was
+                   tuned on
     results.json   settings, stage timings, the evaluation report (`t5rank.evaluation.metrics.evaluate`)
     results.png    bar chart of the systems with the p-values
 All runs hold the same DEPTH candidates per query, so the comparison is between orderings.
@@ -47,10 +50,8 @@ All runs hold the same DEPTH candidates per query, so the comparison is between 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
-import shutil
 import time
 from typing import Optional, Sequence
 
@@ -68,28 +69,22 @@ SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
 DENSE_SYSTEM = "BM25+dual encoder"
 
 
-def _rerank(reranker, params, model_id: str, trained_now: bool, queries, corpus, candidates,
-            candidates_path: str, run_path: str, progress: bool):
-  """(the reranker's run over `candidates`, whether it was reused): `run_path` is reused when its
-  stamp (`run_path`.json: model, input length, hash of `candidates_path`) matches and no model was
-  trained now; otherwise the candidates are scored (resuming from `run_path`.shards)."""
-  from t5rank.data.readers import read_run
-  from t5rank.ranking.scorer import ScoringOptions, score_candidates
+def _rerank(checkpoint: str, queries, corpus, first, first_path: str, workdir: str,
+            progress: bool):
+  """(monoT5's run over BM25's run `first` (its file `first_path`), whether it was reused): a
+  one-stage cascade in `workdir` (`t5rank.pipelines.cascade.rerank_stage`: WORKDIR/01_monot5.run,
+  reused while its stamp shows the same model on the same candidates, resumed from its shards)."""
+  from t5rank.pipelines.cascade import RerankStage, Row, rerank_stage
+  from t5rank.ranking.scorer import ScoringOptions
 
-  if trained_now:  # shards of an interrupted reranking with an earlier model
-    shutil.rmtree(run_path + ".shards", ignore_errors=True)
-  with open(candidates_path, "rb") as f:
-    stamp = {"model": model_id, "max_length": reranker.max_length,
-             "bm25_run_sha256": hashlib.sha256(f.read()).hexdigest()}
-  stamp_path = run_path + ".json"
-  if not trained_now and os.path.exists(run_path) and read_json(stamp_path) == stamp:
-    return read_run(run_path), True
-  run = score_candidates(reranker, params, queries=queries, corpus=corpus, candidates=candidates,
-                         output=run_path, options=ScoringOptions(window=0, tag="monot5"),
-                         model_id=model_id, progress=progress)
-  with atomic_write(stamp_path) as f:
-    json.dump(stamp, f, indent=1)
-  return run, False
+  os.makedirs(workdir, exist_ok=True)
+  record = Record(workdir)
+  record["rows"] = [Row("bm25", first, first_path, {"name": "bm25"}, {}, input=None)]
+  stage = rerank_stage(1, RerankStage(checkpoint, name="monot5"), queries=queries, corpus=corpus,
+                       options=ScoringOptions(window=0), progress=progress)
+  stage.run(record)
+  row = record["rows"][-1]
+  return row.run, bool(row.timing.get("reused"))
 
 
 def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage]:
@@ -208,9 +203,11 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   os.makedirs(workdir, exist_ok=True)
   record = Record(workdir)
   record["paths"] = {name: os.path.join(workdir, name)
-                     for name in ("bm25.run", "monot5.run", "valid_bm25.run", "valid_monot5.run",
-                                  "hybrid.run", "dense.run", "qrels.txt", "results.json",
-                                  "results.png")}
+                     for name in ("bm25.run", "valid_bm25.run", "hybrid.run", "dense.run",
+                                  "qrels.txt", "results.json", "results.png")}
+  # monoT5's runs: one-stage cascades over BM25's (`_rerank`)
+  record["paths"]["monot5.run"] = os.path.join(workdir, "cascade", "01_monot5.run")
+  record["paths"]["valid_monot5.run"] = os.path.join(workdir, "valid_cascade", "01_monot5.run")
   record["gin_bindings"] = list(gin_bindings)
   record["retrain_model"] = retrain
   stages = [Stage(f"export: {job.name}", functools.partial(export_stage, job, num_queries)),
@@ -262,14 +259,12 @@ def _model(gin_files: Sequence[str], record: Record) -> tuple[str, str]:
 
 
 def _monot5(progress: bool, record: Record) -> tuple[str, str]:
-  """monoT5's reranking of BM25's candidates (WORKDIR/monot5.run)."""
+  """monoT5's reranking of BM25's candidates (WORKDIR/cascade/01_monot5.run)."""
   start = time.perf_counter()
-  reranker, params = record["monot5_model"]
   paths = record["paths"]
-  model_id = f"{os.path.abspath(record['checkpoint'])}@{record['recipe_sha256']}"
-  record["monot5"], reused = _rerank(reranker, params, model_id, record["trained"],
-                                     record["queries"], record["corpus"], record["bm25"],
-                                     paths["bm25.run"], paths["monot5.run"], progress)
+  record["monot5"], reused = _rerank(record["checkpoint"], record["queries"], record["corpus"],
+                                     record["bm25"], paths["bm25.run"],
+                                     os.path.dirname(paths["monot5.run"]), progress)
   if reused:
     return "reuse run", f"{paths['monot5.run']}, scored by the same model"
   return "rerank", (f"{record['pairs'] / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, "
@@ -291,11 +286,10 @@ def _hybrid(job: Job, depth: int, tune_queries: int, progress: bool,
   valid_bm25 = record["retriever"].retrieve(valid_queries, k=depth,
                                             candidates=read_run(valid["pool.run"]))
   write_run(paths["valid_bm25.run"], valid_bm25, tag="bm25")
-  reranker, params = record["monot5_model"]
-  model_id = f"{os.path.abspath(record['checkpoint'])}@{record['recipe_sha256']}"
-  valid_monot5, _ = _rerank(reranker, params, model_id, record["trained"], valid_queries,
+  valid_monot5, _ = _rerank(record["checkpoint"], valid_queries,
                             read_corpus(valid["corpus.jsonl"]), valid_bm25,
-                            paths["valid_bm25.run"], paths["valid_monot5.run"], progress)
+                            paths["valid_bm25.run"], os.path.dirname(paths["valid_monot5.run"]),
+                            progress)
   weight, tuning = fusion.tune_weight(valid_qrels, valid_bm25, valid_monot5, metric="MRR")
   record["hybrid"] = fusion.interpolate(record["bm25"], record["monot5"], weight)
   write_run(paths["hybrid.run"], record["hybrid"], tag="hybrid")

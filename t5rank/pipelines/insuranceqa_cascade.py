@@ -46,10 +46,11 @@ import json
 import os
 from typing import Optional, Sequence
 
-from t5rank.files import atomic_write, move_aside, read_json, sha256_file
+from t5rank.files import atomic_write, read_json, sha256_file
 from t5rank.pipelines.jobs import (BM25_B, BM25_K1, CROSS_LINGUAL, DEFAULT_GIN_FILE, ENGLISH,
                                    METRICS, TUNE_QUERIES, XPR_METRICS, Job, bm25_stage,
                                    export_stage, language_report)
+from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.training_runs import RECIPE_FILE, prepare_model
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 
@@ -61,8 +62,6 @@ TEACHER = "teacher"  # WORKDIR/teacher: the distillation teacher's scores of the
 # gave its monoT5 fusion (BENCHMARKS.md, "Distillation (Margin-MSE)")
 TEACHER_MEMBERS = ("bm25", "tk", "monot5")
 TEACHER_WEIGHTS = (0.05, 0.55, 0.4)
-# in WORKDIR: the models the teacher fused, by path, recipe and weights (their manifests' hashes)
-TEACHER_INFO = "teacher_members.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,44 +253,45 @@ def _model(model: Model, bindings: Sequence[str], retrain: bool, record: Record)
 
 
 def _teacher(retrain: bool, queries: Optional[int], record: Record):
-  """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code): reused when
-  they were made from the same weights of the same models and are intact, resumed when
-  interrupted, otherwise (the old directory moved to WORKDIR/teacher.previous) made anew."""
+  """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code), through the
+  stage cache (`t5rank.pipelines.stage_cache`) keyed on the members' weights (each checkpoint's
+  manifest hash), the fusion weights and the number of questions: reused when intact, resumed
+  when interrupted, otherwise (the old directory moved to WORKDIR/teacher.previous) made anew."""
   from t5rank.checkpoints import native
-  from t5rank.data.teacher import TEACHER_FILE, read_teacher, teacher_recipe_sha256
-  from t5rank.pipelines.teacher import BM25_MEMBER, build_teacher_scores
+  from t5rank.data import teacher as teacher_data
+  from t5rank.pipelines import teacher as teacher_pipeline
 
   trained, models = record["trained"], record["models"]
-  checkpoints = [BM25_MEMBER if name == BM25_MEMBER else f"shipped:{name}"
+  bm25 = teacher_pipeline.BM25_MEMBER
+  checkpoints = [bm25 if name == bm25 else f"shipped:{name}"
                  if models[name]["source"] == "shipped"
                  else os.path.abspath(models[name]["checkpoint"]) for name in TEACHER_MEMBERS]
   # the members by their weights (the hash of each checkpoint's manifest: its files' hashes; a
   # file over files.HASH_LIMIT by its size only), so that a member retrained in place, at the
   # same path and by the same recipe, is seen
-  wanted = {"members": checkpoints, "weights": list(TEACHER_WEIGHTS), "queries": queries,
-            "recipes": {name: trained[name][0] for name in TEACHER_MEMBERS if name in trained},
-            "manifests": {name: sha256_file(os.path.join(models[name]["checkpoint"],
-                                                         native.MANIFEST_FILE))
-                          for name in TEACHER_MEMBERS if name in models}}
+  key = {"members": checkpoints, "weights": list(TEACHER_WEIGHTS), "queries": queries,
+         "manifests": {name: sha256_file(os.path.join(models[name]["checkpoint"],
+                                                      native.MANIFEST_FILE))
+                       for name in TEACHER_MEMBERS if name in models}}
   directory = os.path.abspath(os.path.join(record.workdir, TEACHER))
-  info_path = os.path.join(record.workdir, TEACHER_INFO)
-  same = read_json(info_path) == wanted and not retrain
-  info, problem = None, None
-  if same:
+
+  def complete(path: str) -> bool:  # teacher.json describes intact scores; none yet: unfinished
     try:
-      info = read_teacher(directory)
-    except ValueError as e:  # not finished (resumed below), or damaged (made again)
-      problem = str(e) if os.path.exists(os.path.join(directory, TEACHER_FILE)) else None
-  if info is not None:
-    new = False
-  else:
-    if os.path.exists(directory) and (problem or not same):
-      move_aside(directory, problem or "made from other models or questions")
-    with atomic_write(info_path) as f:
-      json.dump(wanted, f, indent=1)
-    info, new = build_teacher_scores(directory, checkpoints, weights=TEACHER_WEIGHTS,
-                                     num_queries=queries), True
-  trained[TEACHER] = (teacher_recipe_sha256(info), directory, new)
+      teacher_data.read_teacher(path)
+    except ValueError:
+      if os.path.exists(os.path.join(path, teacher_data.TEACHER_FILE)):
+        raise  # damaged: made anew
+      return False
+    return True
+
+  def build() -> None:
+    teacher_pipeline.build_teacher_scores(directory, checkpoints, weights=TEACHER_WEIGHTS,
+                                          num_queries=queries)
+
+  new = not cached(directory, key, build, what="the teacher's scores", rebuild=retrain,
+                   complete=complete)
+  info = teacher_data.read_teacher(directory)
+  trained[TEACHER] = (teacher_data.teacher_recipe_sha256(info), directory, new)
   record["teacher"] = {"directory": directory, "members": checkpoints,
                        "weights": list(TEACHER_WEIGHTS), "queries": info["queries"],
                        "pairs": info["pairs"], "recipe_sha256": trained[TEACHER][0],

@@ -1,0 +1,80 @@
+"""One cache for every stage that writes an output worth keeping (a reranker's run, a trained model,
+the teacher's scores): the output is kept with the key of what made it (its inputs' fingerprints,
+as JSON), so that the same command run again reuses it, resumes it, or makes it anew.
+
+    reused = cached(path, key, build, what="the run")
+
+Two kinds of output:
+- a file (`complete` None): its stamp, PATH.json, holds the key. The file is reused when it is
+  there with a stamp holding the key. Otherwise the stamp is removed, `build()` writes the file
+  (resuming from partial state it keys itself, e.g. a scorer's shards) and the stamp is written
+  after it (atomically): a kill at any point never leaves an output beside a stamp not its own.
+- a directory (`complete` given; `stamp` a file inside it, by default stage.json): the key is recorded in the stamp before
+  the build writes anything else (by the cache, or by the build itself with `records_key`, as a
+  trainer records recipe.json once it has checked MODEL_DIR), and `complete(path)` says whether a
+  build finished there (it raises ValueError when what is there is damaged). The same key and
+  finished: reused; the same key, unfinished: resumed (`build()` runs in the directory as it is);
+  another key, `rebuild`, or damaged: the directory is moved aside to PATH.previous
+  (`t5rank.files.move_aside`, replacing an older one there; nothing is deleted) and made anew.
+
+The stamp matches when it holds every entry of the key (it may hold more, e.g. recipe.json's gin
+text beside its hash).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Mapping, Optional
+
+from t5rank.files import atomic_write, move_aside, read_json
+
+
+DIRECTORY_STAMP = "stage.json"  # a directory's stamp unless its stage names another
+
+
+def _matches(saved: Optional[dict], key: Mapping[str, Any]) -> bool:
+  return isinstance(saved, dict) and all(saved.get(k) == v for k, v in key.items())
+
+
+def cached(path: str, key: Mapping[str, Any], build: Callable[[], Any], *, what: str,
+           rebuild: bool = False, complete: Optional[Callable[[str], bool]] = None,
+           stamp: Optional[str] = None, records_key: bool = False) -> bool:
+  """Makes `path` with `build()` unless it can be reused (module docstring); returns whether it
+  was reused. `key`: what the output is made from (JSON values); `what` names it in the lines
+  printed; `rebuild`: made anew even when it could be reused; `complete` makes it a directory's cache;
+  `stamp`: where the key is kept (default PATH.json for a file, PATH/stage.json for a directory); `records_key`: the build writes the stamp itself,
+  first."""
+  key = json.loads(json.dumps(key))  # as it reads back (tuples are lists)
+  stamp = stamp or (path + ".json" if complete is None else os.path.join(path, DIRECTORY_STAMP))
+  saved = read_json(stamp)
+  same = _matches(saved, key)
+  if complete is None:
+    if same and not rebuild and os.path.isfile(path):
+      return True
+    if os.path.exists(stamp):  # gone before the output is rewritten, back after it is whole
+      os.remove(stamp)
+    build()
+    with atomic_write(stamp) as f:
+      json.dump(key, f, indent=1)
+    return False
+  problem = None
+  if same and not rebuild:
+    try:
+      if complete(path):
+        print(f"using {what} in {path} (made from the same inputs)", flush=True)
+        return True
+    except ValueError as e:  # damaged: made anew
+      problem = str(e)
+  if os.path.exists(path) and (rebuild or not same or problem):
+    move_aside(path, ("rebuilt on request" if rebuild else problem if problem
+                      else f"it holds no {os.path.basename(stamp)}" if saved is None
+                      else "it was made from other inputs") + f"; making {what} anew")
+  elif same:
+    print(f"resuming the unfinished {what} in {path}", flush=True)
+  if not records_key:
+    os.makedirs(path, exist_ok=True)
+    with atomic_write(stamp) as f:
+      json.dump(key, f, indent=1)
+  build()
+  return False
