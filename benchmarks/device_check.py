@@ -117,7 +117,7 @@ def cascade_argv(inputs: str, output: str, tune: bool = False) -> list[str]:
   """`t5rank rerank` with the demo's cascade: its shipped models at its depths, each fused by the
   demo's weights (with `tune`: by weights tuned on these queries), evaluated on the
   inputs' judgments."""
-  from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
+  from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE
 
   weights = ["--tune-fusion"] if tune else ["--fusion-weights", f"{inputs}/fusion.json"]
   argv = ["rerank", "--queries", f"{inputs}/queries.tsv", "--corpus", f"{inputs}/corpus.jsonl.gz",

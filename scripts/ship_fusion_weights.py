@@ -12,9 +12,9 @@ and whose weights were tuned there (not read from a shipped file). The file hold
 FILE` takes it too), the cascade's rows, depths and validation queries, each model's recipe hash
 and the hash of its manifest (its files),
 the validation cascade's evaluation, the command, date and machine. The demo uses it only while
-each of these is still its own (`insuranceqa_cascade.shipped_weights`); tests/test_shipped.py fails
-when a model shipped later no longer has the parameters the weights were tuned with. An existing
-file is refused unless --replace.
+each of these is still its own (`insuranceqa_provisioning.shipped_weights`); tests/test_shipped.py
+fails when a model shipped later no longer has the parameters the weights were tuned with. An
+existing file is refused unless --replace.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.ship_model import machine  # noqa: E402
 from t5rank.checkpoints import shipped  # noqa: E402
 from t5rank.files import atomic_write, read_json  # noqa: E402
-from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE, weights_identity  # noqa: E402
+from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE  # noqa: E402
+from t5rank.pipelines.insuranceqa_provisioning import weights_identity  # noqa: E402
 
 
 def weights_entry(results: dict, command: str) -> dict:

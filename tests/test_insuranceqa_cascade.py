@@ -14,6 +14,8 @@ from t5rank import cli
 from t5rank.checkpoints import shipped
 from t5rank.data.readers import read_run
 from t5rank.pipelines import insuranceqa_cascade as job
+from t5rank.pipelines import insuranceqa_provisioning as provisioning
+from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE, MODELS, XPR_CASCADE, XPR_MODELS
 from t5rank.training import gin_config
 
 DEPTHS = (12, 12, 6, 3)
@@ -73,8 +75,7 @@ def assert_t5rank_rerank_gives_the_demos_runs(workdir, cascade, depths, tmp_path
 
 
 def test_the_demo_is_t5rank_rerank_with_the_shipped_models(demo, tmp_path):
-  assert_t5rank_rerank_gives_the_demos_runs(demo[0], job.ENGLISH_CASCADE.rerankers, DEPTHS,
-                                            tmp_path)
+  assert_t5rank_rerank_gives_the_demos_runs(demo[0], ENGLISH_CASCADE.rerankers, DEPTHS, tmp_path)
 
 
 def test_the_same_command_again_reuses_every_stage(demo, capsys):
@@ -88,9 +89,9 @@ def test_the_same_command_again_reuses_every_stage(demo, capsys):
 def test_with_the_shipped_models_the_demo_reads_the_shipped_weights(tmp_path):
   workdir = str(tmp_path / "iqa")
   results = job.run_insuranceqa_cascade(workdir=workdir, num_queries=2, progress=False)
-  with open(os.path.join(shipped.DIRECTORY, job.ENGLISH_CASCADE.weights_file)) as f:
+  with open(os.path.join(shipped.DIRECTORY, ENGLISH_CASCADE.weights_file)) as f:
     weights = json.load(f)
-  assert results["fusion"]["shipped"].endswith(job.ENGLISH_CASCADE.weights_file)
+  assert results["fusion"]["shipped"].endswith(ENGLISH_CASCADE.weights_file)
   assert results["fusion"]["tune_queries"] == 1000
   assert {row: e["weights"] for row, e in results["fusion"]["weights"].items()} == {
       row: e["weights"] for row, e in weights["fusion"]["weights"].items()}
@@ -99,12 +100,13 @@ def test_with_the_shipped_models_the_demo_reads_the_shipped_weights(tmp_path):
 
 
 def test_the_shipped_weights_are_the_runs_only_with_its_models_depths_and_queries():
-  cascade = job.ENGLISH_CASCADE
+  cascade = ENGLISH_CASCADE
   models = {n: {"source": "shipped", "recipe_sha256": shipped.read_recipe(n)["sha256"]}
             for _, n in cascade.rerankers}
 
   def found(rerankers=cascade.rerankers, depths=cascade.depths, queries=1000, **changed):
-    return job.shipped_weights(cascade, rerankers, depths, queries, dict(models, **changed))
+    return provisioning.shipped_weights(cascade, rerankers, depths, queries,
+                                        dict(models, **changed))
 
   assert found() is not None
   assert found(depths=(1000, 1000, 100, 10)) is None and found(queries=200) is None
@@ -113,8 +115,8 @@ def test_the_shipped_weights_are_the_runs_only_with_its_models_depths_and_querie
   distilled = [("tk_distilled", "tk_distilled") if row == "tk" else (row, m)
                for row, m in cascade.rerankers]
   assert found(rerankers=distilled, tk_distilled=models["tk"]) is None  # --distil
-  assert job.shipped_weights(job.XPR_CASCADE, job.XPR_CASCADE.rerankers, job.XPR_CASCADE.depths,
-                             200, {}) is None  # the cross-lingual cascade ships none
+  assert provisioning.shipped_weights(XPR_CASCADE, XPR_CASCADE.rerankers, XPR_CASCADE.depths,
+                                      200, {}) is None  # the cross-lingual cascade ships none
 
 
 def test_shipped_weights_are_not_used_for_other_model_files_and_a_broken_file_is_said(
@@ -122,7 +124,7 @@ def test_shipped_weights_are_not_used_for_other_model_files_and_a_broken_file_is
   """A copy of the package's shipped directory, its models' manifests only: the weights apply
   while every manifest is the one they were tuned with; a changed one (a model shipped again),
   no file, another job's file: none; a broken file: an error that says so."""
-  cascade = job.ENGLISH_CASCADE
+  cascade = ENGLISH_CASCADE
   models = {n: {"source": "shipped", "recipe_sha256": shipped.read_recipe(n)["sha256"]}
             for _, n in cascade.rerankers}
   weights = (open(os.path.join(shipped.DIRECTORY, cascade.weights_file)).read())
@@ -132,7 +134,8 @@ def test_shipped_weights_are_not_used_for_other_model_files_and_a_broken_file_is
         open(os.path.join(shipped.path(name), "manifest.json"), "rb").read())
   monkeypatch.setattr(shipped, "DIRECTORY", str(tmp_path))
   monkeypatch.setattr(shipped, "path", lambda name: os.path.join(str(tmp_path), name))
-  found = lambda: job.shipped_weights(cascade, cascade.rerankers, cascade.depths, 1000, models)
+  found = lambda: provisioning.shipped_weights(cascade, cascade.rerankers, cascade.depths, 1000,
+                                               models)
   assert found() is None  # no file
   (tmp_path / cascade.weights_file).write_text(weights)
   assert found() is not None
@@ -156,7 +159,7 @@ def test_ship_fusion_weights_takes_a_demos_tuned_weights_of_the_shipped_models(d
   assert entry["depths"] == list(DEPTHS) and entry["tune_queries"] == 5
   assert entry["fusion"]["weights"] == results["fusion"]["weights"]
   assert entry["recipes"] == {n: shipped.read_recipe(n)["sha256"]
-                              for _, n in job.ENGLISH_CASCADE.rerankers}
+                              for _, n in ENGLISH_CASCADE.rerankers}
   trained = dict(results, models=dict(results["models"], tk=dict(results["models"]["tk"],
                                                                    source="trained")))
   with pytest.raises(ValueError, match=r"\['tk'\] were not the shipped models"):
@@ -175,23 +178,24 @@ def training(monkeypatch):
     calls.append((os.path.basename(model_dir), gin_files, list(bindings), retrain))
     return shipped.path(os.path.basename(model_dir)), True
 
-  monkeypatch.setattr(job, "prepare_model", prepare_model)
+  monkeypatch.setattr(provisioning, "prepare_model", prepare_model)
   return calls
 
 
 def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_path, training):
   calls = training
   trained = {}
-  for model in job.MODELS:
-    job.prepare(model, str(tmp_path), retrain=True, trained=trained)
+  for model in MODELS:
+    provisioning.prepare(model, str(tmp_path), retrain=True, trained=trained)
   assert [c[0] for c in calls] == ["dual_encoder", "tk", "monot5", "duot5"]
   assert all(c[3] for c in calls)
   assert calls[3][2] == [f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"]
   # a binding changes every recipe: nothing shipped fits, each is trained (no --retrain needed)
   calls.clear()
   trained = {}
-  for model in job.MODELS:
-    _, info = job.prepare(model, str(tmp_path), bindings=["TRAIN_STEPS = 2"], trained=trained)
+  for model in MODELS:
+    _, info = provisioning.prepare(model, str(tmp_path), bindings=["TRAIN_STEPS = 2"],
+                                   trained=trained)
     assert info["source"] == "trained"
   # after the model's own (monoT5's 16,000 steps), so that the command line's wins
   init = f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"
@@ -201,8 +205,8 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
   assert "TRAIN_STEPS = 2\n" in gin_config.recipe([calls[2][1][0]], calls[2][2])["gin"]
   # without either, the shipped models, whose recipes are the repository's
   trained = {}
-  for model in job.MODELS:
-    checkpoint, info = job.prepare(model, str(tmp_path / "fresh"), trained=trained)
+  for model in MODELS:
+    checkpoint, info = provisioning.prepare(model, str(tmp_path / "fresh"), trained=trained)
     assert info["source"] == "shipped" and checkpoint == shipped.path(model.name)
     assert info["recipe_sha256"] == shipped.read_recipe(model.name)["sha256"]
 
@@ -223,7 +227,7 @@ def test_a_model_trained_from_another_init_is_not_reused(tmp_path, monkeypatch):
   from t5rank.pipelines import training_runs
   from t5rank.training import gin_config
 
-  model = next(m for m in job.MODELS if m.name == "duot5")  # from monoT5
+  model = next(m for m in MODELS if m.name == "duot5")  # from monoT5
   wanted = gin_config.recipe([model.gin_file], ["INIT_CHECKPOINT = '/m/final'"])
   model_dir = tmp_path / "duot5"
   model_dir.mkdir()
@@ -246,7 +250,7 @@ def test_distil_puts_a_tk_distilled_from_the_fused_teacher_in_tks_place(tmp_path
     calls.append((os.path.basename(model_dir), gin_files, list(bindings), extra, retrain))
     return shipped.path("tk"), True  # stands for the distilled TK: training is tested elsewhere
 
-  monkeypatch.setattr(job, "prepare_model", prepare_model)
+  monkeypatch.setattr(provisioning, "prepare_model", prepare_model)
   workdir = str(tmp_path / "iqa")
   run = lambda n=3: job.run_insuranceqa_cascade(workdir=workdir, num_queries=2, depths=DEPTHS,
                                                 tune_queries=3, distil=True, teacher_queries=n,
@@ -309,14 +313,14 @@ def test_the_teacher_is_made_again_when_a_member_is_retrained_in_place(tmp_path,
                        "monot5": ("monot5 recipe", str(monot5_dir), False)}
   record["models"] = {"tk": {"source": "shipped", "checkpoint": shipped.path("tk")},
                       "monot5": {"source": "reused", "checkpoint": str(monot5_dir)}}
-  job._teacher(False, 2, record)
-  job._teacher(False, 2, record)
+  provisioning.teacher_stage(False, 2, record)
+  provisioning.teacher_stage(False, 2, record)
   assert len(made) == 1 and record["teacher"]["source"] == "reused"
   # trained again at the same path by the same recipe: other weights, so other teacher scores
   manifest = json.loads((monot5_dir / "manifest.json").read_text())
   manifest["metadata.json"]["sha256"] = "0" * 64
   (monot5_dir / "manifest.json").write_text(json.dumps(manifest))
-  job._teacher(False, 2, record)
+  provisioning.teacher_stage(False, 2, record)
   assert len(made) == 2 and record["teacher"]["source"] == "made"
   assert (tmp_path / "teacher.previous").is_dir()
 
@@ -337,7 +341,7 @@ XPR_DEPTHS = (10, 4)
 def xpr_demo(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("xpr") / "xpr")
   results = job.run_insuranceqa_cascade(workdir=workdir, num_queries=4, depths=XPR_DEPTHS,
-                                        tune_queries=5, progress=False, job=job.XPR_CASCADE)
+                                        tune_queries=5, progress=False, job=XPR_CASCADE)
   return workdir, results
 
 
@@ -362,7 +366,7 @@ def test_the_cross_lingual_demo_runs_the_shipped_bilingual_models(xpr_demo):
 
 
 def test_the_cross_lingual_cascade_is_t5rank_rerank_with_the_shipped_models(xpr_demo, tmp_path):
-  assert_t5rank_rerank_gives_the_demos_runs(xpr_demo[0], job.XPR_CASCADE.rerankers, XPR_DEPTHS,
+  assert_t5rank_rerank_gives_the_demos_runs(xpr_demo[0], XPR_CASCADE.rerankers, XPR_DEPTHS,
                                             tmp_path)
 
 
@@ -371,8 +375,8 @@ def test_the_cross_lingual_models_train_from_the_pretrained_one_and_the_first_st
   calls = training
   trained = {}
   steps = {"xpr_pretrained": ["TRAIN_STEPS = 7"], "xpr_dual_encoder_xpi": ["TRAIN_STEPS = 5"]}
-  for model in job.XPR_MODELS:
-    job.prepare(model, str(tmp_path), bindings=steps.get(model.name, ()), trained=trained)
+  for model in XPR_MODELS:
+    provisioning.prepare(model, str(tmp_path), bindings=steps.get(model.name, ()), trained=trained)
   assert [c[0] for c in calls] == ["xpr_pretrained", "xpr_monot5", "xpr_dual_encoder_xpi",
                                    "xpr_dual_encoder"]
   assert calls[0][2] == ["TRAIN_STEPS = 7"]
@@ -399,5 +403,4 @@ def test_the_cascades_depths_and_directories_are_their_own(xpr_demo, demo, tmp_p
   with pytest.raises(ValueError, match="the work directory of 't5rank demo --cross-lingual"):
     job.run_insuranceqa_cascade(workdir=xpr_demo[0], num_queries=2, progress=False)
   with pytest.raises(ValueError, match="the work directory of 't5rank demo: the InsuranceQA"):
-    job.run_insuranceqa_cascade(workdir=demo[0], num_queries=2, progress=False,
-                                job=job.XPR_CASCADE)
+    job.run_insuranceqa_cascade(workdir=demo[0], num_queries=2, progress=False, job=XPR_CASCADE)

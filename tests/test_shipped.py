@@ -95,7 +95,7 @@ def test_the_shipped_fusion_weights_were_tuned_with_the_shipped_models():
   are tuned and shipped again)."""
   from t5rank.models.loading import load_reranker
   from t5rank.files import sha256_file
-  from t5rank.pipelines.insuranceqa_cascade import ENGLISH_CASCADE
+  from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE
   from t5rank.ranking.scorer import params_fingerprint
 
   job = ENGLISH_CASCADE
