@@ -45,8 +45,9 @@ setup(
     description="monoT5 document ranking with T5 in JAX: fine-tune, batch-score, evaluate.",
     python_requires=">=3.11",
     packages=["t5rank", "t5rank.checkpoints", "t5rank.commands", "t5rank.data", "t5rank.evaluation",
-              "t5rank.models", "t5rank.pipelines", "t5rank.ranking", "t5rank.retrieval",
-              "t5rank.serving", "t5rank.training", "t5rank.tasks", "t5rank.gin"],
+              "t5rank.models", "t5rank.models.t5_weights", "t5rank.pipelines", "t5rank.ranking",
+              "t5rank.retrieval", "t5rank.serving", "t5rank.training", "t5rank.tasks",
+              "t5rank.gin"],
     # the card's top level: tasks/ and gin/ sit beside t5rank/ in the checkout (`import tasks`,
     # `--gin_file=gin/experiments/...`) and are carried in the package as t5rank.tasks, t5rank/gin
     package_dir={"t5rank.tasks": "tasks", "t5rank.gin": "gin"},

@@ -357,8 +357,8 @@ def run(args: argparse.Namespace) -> Report:
                    f"pairs/s; compile {row['compile']:.1f} s")
 
   def end_to_end_section(budget: float) -> None:
-    from t5rank.checkpoints import save_checkpoint
     from t5rank.models.config import get_config
+    from t5rank.models.t5_weights import save_checkpoint
     from t5rank.testing import random_params
 
     name = "tiny" if tiny else "t5_base"
@@ -425,8 +425,8 @@ def run(args: argparse.Namespace) -> Report:
                      + (f": {' '.join(differ[:10])}" if differ else ""))
 
   def t5_base_cascade_section(budget: float) -> None:
-    from t5rank.checkpoints.hf import save_hf_checkpoint
     from t5rank.models.config import get_config
+    from t5rank.models.t5_weights.hf import save_hf_checkpoint
     from t5rank.testing import random_params
 
     name = "tiny" if tiny else "t5_base"
@@ -517,8 +517,8 @@ def tiny(args: argparse.Namespace) -> Report:
   """prepare + run with micro models and synthetic text on this CPU (tests/test_device_check.py)."""
   import jax
 
-  from t5rank.checkpoints import save_checkpoint
   from t5rank.models.config import get_config
+  from t5rank.models.t5_weights import save_checkpoint
   from t5rank.models.tk import tk_config
   from t5rank.models.words import WordVocabulary, save_embeddings
   from t5rank.testing import random_params

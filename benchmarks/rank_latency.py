@@ -99,8 +99,8 @@ def main(argv=None) -> int:
   import numpy as np
 
   import t5rank
-  from t5rank.checkpoints.hf import save_hf_checkpoint
   from t5rank.models.config import get_config
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
   from t5rank.models.vocab import load_vocabulary
   from t5rank.testing import random_params
 

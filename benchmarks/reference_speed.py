@@ -139,7 +139,7 @@ def load_scorers(directory: str) -> Scorers:
 def build_scorers(config: T5Config, directory: str, seed: int = 0) -> Scorers:
   """Random weights of `config` (`random_params`), exported by t5rank to the Hugging Face format in
   `directory`, then loaded by both scorers."""
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
 
   save_hf_checkpoint(directory, random_params(config, seed), config)
   return load_scorers(directory)

@@ -22,8 +22,8 @@ import time
 
 def load_params(model_dir: str):
   """(config, params) of `final/` or of the latest trainer checkpoint in `model_dir`."""
-  from t5rank.checkpoints import load_checkpoint
   from t5rank.models.config import T5Config
+  from t5rank.models.t5_weights import load_checkpoint
 
   final = os.path.join(model_dir, "final")
   if os.path.isdir(final):

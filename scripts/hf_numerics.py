@@ -5,9 +5,9 @@ scripts/make_hf_goldens.py with transformers + torch, float32). Needs no torch.
 """
 
 import numpy as np
-from t5rank.checkpoints.hf import load_hf_checkpoint
-from t5rank.models.network import T5
 from t5rank.models.monot5 import monot5_score
+from t5rank.models.network import T5
+from t5rank.models.t5_weights.hf import load_hf_checkpoint
 import json
 for name in ("hf_v1_0", "hf_v1_1", "hf5_v1_0", "hf5_v1_1", "hf5_v1_1_untied"):
   d = f"tests/golden/{name}"

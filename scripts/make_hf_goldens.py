@@ -147,8 +147,8 @@ def check_t5rank_export(directory: str, inputs: dict[str, np.ndarray],
                         generation: str = "4") -> None:
   """Raises unless t5rank's HF import + export (config form of `generation`) of `directory`
   reproduces `reference` in torch."""
-  from t5rank.checkpoints import load_checkpoint
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights import load_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
 
   config, params = load_checkpoint(directory)
   if generation == "4" and config.tie_embeddings != config.scale_decoder_outputs:

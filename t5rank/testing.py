@@ -36,7 +36,8 @@ def random_params(config: T5Config, seed: int = 0, std: Optional[float] = None) 
   d_kv), embeddings unit normal, layer-norm scales 1 + N(0, 0.2) and relative position biases
   N(0, 1), away from their initial values as in scripts/make_hf_goldens.py, so that every tensor
   shapes the scores."""
-  from t5rank.checkpoints.layout import param_shapes, unflatten
+  from t5rank.checkpoints.tree import unflatten
+  from t5rank.models.t5_weights.layout import param_shapes
 
   rng = np.random.default_rng(seed)
   params = {}

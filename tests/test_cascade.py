@@ -10,8 +10,8 @@ import os
 import pytest
 
 from t5rank import cli
-from t5rank.checkpoints import save_checkpoint
 from t5rank.data.readers import read_run
+from t5rank.models.t5_weights import save_checkpoint
 from t5rank.pipelines.cascade import RerankStage, parse_stage
 from t5rank.testing import micro_config, random_params
 

@@ -11,11 +11,11 @@ import os
 import pytest
 
 from t5rank import cli
-from t5rank.checkpoints import save_checkpoint
 from t5rank.checkpoints.resolved import resolve
 from t5rank.models import registry
 from t5rank.models.duot5 import DuoT5
 from t5rank.models.loading import load_reranker
+from t5rank.models.t5_weights import save_checkpoint
 from t5rank.testing import micro_config, random_params
 
 
@@ -62,7 +62,7 @@ def test_one_score_reads_metadata_json_once(job, monkeypatch, family):
 
 
 def test_a_hugging_face_directory_s_family_comes_from_its_files(tmp_path):
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
 
   config = micro_config()
   save_hf_checkpoint(str(tmp_path / "hf"), random_params(config, std=0.2), config)

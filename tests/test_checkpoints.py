@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from t5rank.checkpoints import (CheckpointError, detect_format, load_checkpoint, save_checkpoint)
-from t5rank.checkpoints.hf import config_from_hf, config_to_hf, save_hf_checkpoint
-from t5rank.checkpoints.layout import flatten, unflatten
-from t5rank.checkpoints.mesh_tf import save_mesh_tf_checkpoint
+from t5rank.checkpoints import CheckpointError, detect_format
 from t5rank.checkpoints.native import read_metadata
+from t5rank.checkpoints.tree import flatten, unflatten
 from t5rank.cli import main as cli_main
 from t5rank.models.config import T5Config
+from t5rank.models.t5_weights import load_checkpoint, save_checkpoint
+from t5rank.models.t5_weights.hf import config_from_hf, config_to_hf, save_hf_checkpoint
+from t5rank.models.t5_weights.mesh_tf import save_mesh_tf_checkpoint
 from t5rank.testing import random_params
 
 GOLDEN_V1_0 = os.path.join(os.path.dirname(__file__), "golden", "hf_v1_0")

@@ -17,8 +17,8 @@ import jaxlib
 import numpy as np
 import pytest
 
-from t5rank.checkpoints import save_checkpoint
 from t5rank.models.monot5 import MonoT5, score_step
+from t5rank.models.t5_weights import save_checkpoint
 from t5rank.models.vocab import load_vocabulary
 from t5rank.ranking import scorer
 from t5rank.testing import micro_config, random_params

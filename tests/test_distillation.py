@@ -121,10 +121,10 @@ def test_tk_trains_by_margin_mse_of_its_scores_on_a_teachers_triples(tmp_path):
 
 
 def test_the_teacher_command_scores_what_t5rank_score_scores(tmp_path):
-  from t5rank.checkpoints import save_checkpoint
-  from t5rank.data.readers import read_qrels, read_run
-  from t5rank.testing import micro_config, random_params
   from t5rank.data.insuranceqa import load_split
+  from t5rank.data.readers import read_qrels, read_run
+  from t5rank.models.t5_weights import save_checkpoint
+  from t5rank.testing import micro_config, random_params
 
   config = micro_config()
   save_checkpoint(str(tmp_path / "mono"), random_params(config, std=0.5), config)

@@ -459,7 +459,7 @@ def test_the_trainer_takes_pool_negatives_as_extra_columns(tmp_path):
 
 def test_t5_variant_trains_from_a_t5_checkpoint_and_indexes(tmp_path):
   from t5rank import cli
-  from t5rank.checkpoints import save_checkpoint
+  from t5rank.models.t5_weights import save_checkpoint
   from t5rank.retrieval.encoders import T5Mean, load_encoder
   from t5rank.testing import micro_config, random_params
   from t5rank.training import dual, trainer
@@ -545,8 +545,8 @@ def test_t5rank_score_ranks_by_the_cosine_the_index_computes(tmp_path, variant):
   """The dual encoder as a Reranker: `t5rank score` gives each candidate the cosine of its query's
   and its own vectors, the numbers the dense index computes for the same candidates."""
   from t5rank import cli
-  from t5rank.checkpoints import save_checkpoint
   from t5rank.data.readers import Document, read_run
+  from t5rank.models.t5_weights import save_checkpoint
   from t5rank.retrieval.dense import DenseRetriever
   from t5rank.testing import micro_config, random_params
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from t5rank import cli
-from t5rank.checkpoints import save_checkpoint
-from t5rank.models.loading import load_reranker
 from t5rank.data.readers import read_run
 from t5rank.models.duot5 import DuoT5, assemble, format_input
+from t5rank.models.loading import load_reranker
 from t5rank.models.monot5 import score_step
+from t5rank.models.t5_weights import save_checkpoint
 from t5rank.models.vocab import EOS_ID, load_vocabulary
 from t5rank.ranking.pairwise import aggregate
 from t5rank.testing import micro_config, random_params
@@ -166,7 +166,7 @@ def test_score_reranks_each_querys_top_k_by_its_pairs_and_keeps_the_rest_below(t
 
 
 def test_a_hugging_face_directory_is_read_as_duot5_when_told(tmp_path):
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
 
   config = micro_config()
   save_hf_checkpoint(str(tmp_path / "hf"), random_params(config, std=0.2), config)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from t5rank import cli
-from t5rank.checkpoints import save_checkpoint
 from t5rank.data.readers import Document
 from t5rank.models.loading import load_reranker
 from t5rank.models.monot5 import MonoT5
+from t5rank.models.t5_weights import save_checkpoint
 from t5rank.models.vocab import load_vocabulary
 from t5rank.ranking import scorer, shards
 from t5rank.testing import micro_config, random_params
@@ -166,7 +166,7 @@ def test_ids_a_trec_run_cannot_hold_are_refused_before_retrieval(tmp_path):
 
 
 def test_a_hugging_face_checkpoint_brings_its_own_vocabulary_and_words(tmp_path, caplog):
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
   from t5rank.models.vocab import VOCABULARIES
 
   config = micro_config()
@@ -197,7 +197,7 @@ def test_a_hugging_face_checkpoint_brings_its_own_vocabulary_and_words(tmp_path,
 def test_an_mt5_checkpoint_scores_yes_no_by_default(tmp_path):
   import json
 
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
 
   config = micro_config()
   save_hf_checkpoint(str(tmp_path), random_params(config, std=0.2), config)
@@ -234,7 +234,7 @@ def test_errors_are_one_line_with_the_file_and_a_debug_flag_shows_the_traceback(
   with pytest.raises(SystemExit, match=r"t5rank convert: .*model.safetensors: not a readable "
                      r"safetensors file"):
     cli.main(argv)
-  from t5rank.checkpoints.layout import CheckpointError
+  from t5rank.checkpoints.tree import CheckpointError
   with pytest.raises(CheckpointError):
     cli.main(["--debug", *argv])
   with pytest.raises(SystemExit, match=r"t5rank evaluate: .*No such file or directory: "
@@ -313,7 +313,7 @@ def test_checkpoints_that_are_not_t5_fail_in_one_line(tmp_path, setup, message):
 def test_convert_carries_scoring_settings_hf_to_native_and_back(tmp_path):
   import json
 
-  from t5rank.checkpoints.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
   from t5rank.models.vocab import VOCABULARIES
 
   config = micro_config(vocab_size=8000)

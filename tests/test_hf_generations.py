@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from t5rank.checkpoints import load_checkpoint, save_checkpoint
-from t5rank.checkpoints.hf import LM_HEAD, SCALE_KEY, config_to_hf, save_hf_checkpoint
-from t5rank.checkpoints.layout import CheckpointError, flatten
-from t5rank.checkpoints.t5x import load_t5x_checkpoint, save_t5x_checkpoint
+from t5rank.checkpoints.tree import CheckpointError, flatten
 from t5rank.cli import main as cli_main
 from t5rank.models.config import T5Config
 from t5rank.models.monot5 import monot5_score
+from t5rank.models.t5_weights import load_checkpoint, save_checkpoint
+from t5rank.models.t5_weights.hf import LM_HEAD, SCALE_KEY, config_to_hf, save_hf_checkpoint
+from t5rank.models.t5_weights.t5x import load_t5x_checkpoint, save_t5x_checkpoint
 from t5rank.testing import random_params
 
 TINY = dict(vocab_size=64, d_model=16, num_heads=2, d_kv=4, d_ff=24, num_encoder_layers=2,

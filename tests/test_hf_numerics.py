@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from t5rank.checkpoints.hf import load_hf_checkpoint
-from t5rank.models.network import T5, relative_position_buckets
 from t5rank.models.monot5 import score_step
+from t5rank.models.network import T5, relative_position_buckets
+from t5rank.models.t5_weights.hf import load_hf_checkpoint
 
 GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "golden")
 TARGET_IDS = (1176, 6136)

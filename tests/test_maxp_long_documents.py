@@ -105,9 +105,9 @@ def test_maxp_finds_the_relevant_window_with_an_oracle_scorer(collection):
 
 
 def test_score_command_in_maxp_mode_on_long_documents(collection, tmp_path):
-  from t5rank.checkpoints import save_checkpoint
   from t5rank.cli import main
   from t5rank.models.config import get_config
+  from t5rank.models.t5_weights import save_checkpoint
 
   queries, corpus, candidates, _ = collection
   config = get_config("tiny", **MICRO)

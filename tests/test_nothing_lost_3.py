@@ -13,9 +13,10 @@ import sys
 import pytest
 
 from t5rank import cli
-from t5rank.checkpoints import save_checkpoint, shipped
+from t5rank.checkpoints import shipped
 from t5rank.data.readers import read_run
 from t5rank.files import OWNER_FILE, atomic_directory
+from t5rank.models.t5_weights import save_checkpoint
 from t5rank.pipelines.cascade import parse_stage
 from t5rank.testing import micro_config, random_params
 
@@ -203,7 +204,7 @@ def test_convert_keeps_the_family(tmp_path, tiny):
 
 
 def test_an_edited_config_json_is_refused(tmp_path, tiny, capsys):
-  from t5rank.checkpoints import load_checkpoint
+  from t5rank.models.t5_weights import load_checkpoint
 
   for source in (str(tiny / "mono"), shipped.path("monot5")):  # manifest entry; metadata copy
     copy = tmp_path / os.path.basename(source) / "copy"

@@ -143,8 +143,8 @@ def test_a_truncated_vectors_file_is_named(tmp_path):
 
 
 def dual_encoder_checkpoint(tmp_path) -> str:
-  from t5rank.checkpoints import save_checkpoint
   from t5rank.models import dual_encoder
+  from t5rank.models.t5_weights import save_checkpoint
   from t5rank.models.words import WORDS_FILE
   import jax
 
@@ -277,11 +277,11 @@ def test_a_model_dir_of_another_run_is_refused_before_its_files_are_touched(tmp_
 
 
 def test_a_tk_run_refuses_a_monot5_checkpoint_to_start_from(tmp_path):
-  from t5rank.checkpoints import save_checkpoint
+  from t5rank.models.t5_weights import save_checkpoint
   from t5rank.models.tk import tk_config
+  from t5rank.testing import micro_config, random_params
   from t5rank.training.pairwise import PairwiseTK
   from t5rank.training.trainer import Init
-  from t5rank.testing import micro_config, random_params
   import jax
 
   config = micro_config()

@@ -318,7 +318,7 @@ CLI_SCRIPT = textwrap.dedent("""
 
 
 def test_command_end_to_end_on_a_native_checkpoint(tmp_path, model):
-  from t5rank.checkpoints import save_checkpoint
+  from t5rank.models.t5_weights import save_checkpoint
 
   config, params = model
   save_checkpoint(str(tmp_path / "ckpt"), params, config)

@@ -39,7 +39,7 @@ TEXTS = [[" ".join(rng.choice(WORDS, 2 + (7 * i + 5 * j) % 90)) for j in range(2
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-  from t5rank.checkpoints import save_checkpoint
+  from t5rank.models.t5_weights import save_checkpoint
   from t5rank.testing import micro_config, random_params
 
   path = str(tmp_path_factory.mktemp("serve") / "mono")

@@ -233,8 +233,8 @@ def test_hinge_loss_by_hand():
 
 def test_the_trainer_trains_tk_and_the_checkpoint_scores_and_explains(tmp_path, vocabulary):
   from t5rank import cli
-  from t5rank.checkpoints import load_checkpoint
   from t5rank.models.loading import load_reranker
+  from t5rank.models.t5_weights import load_checkpoint
   from t5rank.ranking.scorer import score_pairs
 
   model_dir, metrics = tiny_run(tmp_path, vocabulary)

@@ -25,12 +25,14 @@ import jax
 import numpy as np
 import pytest
 
-from t5rank.checkpoints import CheckpointError, detect_format, load_checkpoint
-from t5rank.checkpoints.hf import WEIGHT_FILES, load_hf_checkpoint
-from t5rank.checkpoints.layout import flatten
+from t5rank.checkpoints import CheckpointError, detect_format
+from t5rank.checkpoints.formats import WEIGHT_FILES
 from t5rank.checkpoints.torch_pickle import LEGACY_MAGIC, LEGACY_PROTOCOL, open_torch_file
+from t5rank.checkpoints.tree import flatten
 from t5rank.models.monot5 import score_step
 from t5rank.models.network import T5
+from t5rank.models.t5_weights import load_checkpoint
+from t5rank.models.t5_weights.hf import load_hf_checkpoint
 
 GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "golden")
 FORMATS_DIR = os.path.join(GOLDEN_DIR, "weight_formats")

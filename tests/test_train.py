@@ -96,7 +96,7 @@ def test_real_loop_trains_checkpoints_and_logs(tmp_path):
   with open(os.path.join(model_dir, "config.json")) as f:
     assert type(CONFIG).from_json(f.read()) == CONFIG.replace(dropout_rate=0.0)
   assert read_scalars(os.path.join(model_dir, "train"), "eval/mrr@10") == {5: 0.25, 8: 0.5}
-  from t5rank.checkpoints import load_checkpoint
+  from t5rank.models.t5_weights import load_checkpoint
   config, params = load_checkpoint(os.path.join(model_dir, "final"))
   assert config == CONFIG.replace(dropout_rate=0.0)
   assert params["decoder"]["decoder_norm"]["scale"].shape == (32,)
@@ -106,8 +106,8 @@ def test_term_matching_heads_start_from_the_matching_init(tmp_path):
   model_dir = str(tmp_path / "run")
   train_lib.train(**run_kwargs(model_dir, train_steps=1, learning_rate=0.0,
                                term_matching_heads=2))
-  from t5rank.checkpoints import load_checkpoint
   from t5rank.models.network import term_matching_init
+  from t5rank.models.t5_weights import load_checkpoint
   _, params = load_checkpoint(os.path.join(model_dir, "final"))
   rng = jax.random.PRNGKey(1)  # run_kwargs' seed
   expected = term_matching_init(init_params(CONFIG, rng), CONFIG, jax.random.fold_in(rng, 1),
@@ -410,7 +410,8 @@ def test_the_encoder_only_classifier_trains_exports_and_scores_as_defined(tmp_pa
   from t5rank.training.classifier import ClassifierTrainable
   start = ClassifierTrainable(config).init_params(jax.random.PRNGKey(0),
                                                   train_lib.Init(checkpoint=os.path.join(t5_dir, "final")))
-  _, t5_params = native.restore_checkpoint(os.path.join(t5_dir, "final"))
+  from t5rank.models.t5_weights import restore_checkpoint
+  _, t5_params = restore_checkpoint(os.path.join(t5_dir, "final"))
   np.testing.assert_array_equal(start["t5"]["token_embedder"]["embedding"],
                                 t5_params["token_embedder"]["embedding"])
   assert start["head"]["kernel"].shape == (32, 2)

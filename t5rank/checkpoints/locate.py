@@ -32,7 +32,7 @@ HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./
                     re.ASCII)
 # besides the weights, what a reranker needs from a Hub repository
 HUB_FILES = ("config.json", "spiece.model", "t5rank.json", "generation_config.json")
-# the weights formats, in the order t5rank reads them (`t5rank.checkpoints.hf`)
+# the weights formats, in the order t5rank reads them (`t5rank.checkpoints.formats`)
 HUB_WEIGHTS = (("model.safetensors", "model.safetensors.index.json", "model-*.safetensors"),
                ("flax_model.msgpack", "flax_model.msgpack.index.json",
                 "flax_model-*.msgpack"),

@@ -17,9 +17,8 @@ import json
 import os
 from typing import Any, Mapping, Optional
 
-from t5rank.checkpoints.layout import Params, check_params, unflatten, write_json, write_text
+from t5rank.checkpoints.tree import Params, write_json, write_text
 from t5rank.files import check_manifest, file_manifest
-from t5rank.models.config import T5Config
 
 PARAMS_DIR = "params"
 CONFIG_FILE = "config.json"
@@ -35,13 +34,12 @@ def is_native_checkpoint(directory: str) -> bool:
 
 def save_checkpoint(directory: str, params: Mapping[str, Any], config: Any,
                     extra_metadata: Optional[Mapping[str, Any]] = None) -> None:
-  """Writes `params` and `config` to `directory`, which must not already hold a checkpoint; T5
-  parameters are checked against their `T5Config` first. `extra_metadata` (JSON-serializable) goes
-  to metadata.json."""
+  """Writes `params` and `config` (anything with a `to_json()`) to `directory`, which must not
+  already hold a checkpoint; the parameters are saved as given (T5's are checked first by
+  `t5rank.models.t5_weights.save_checkpoint`). `extra_metadata` (JSON-serializable) goes to
+  metadata.json."""
   import orbax.checkpoint as ocp
 
-  if isinstance(config, T5Config):
-    params = unflatten(check_params(params, config, "the parameters to save"))
   params_dir = os.path.abspath(os.path.join(directory, PARAMS_DIR))
   if os.path.exists(params_dir):
     raise FileExistsError(f"{directory} already holds a checkpoint ({params_dir} exists); "
@@ -109,54 +107,33 @@ def _check_config_copy(directory: str, metadata: Mapping[str, Any]) -> None:
                      "edited or replaced; restore it")
 
 
-def restore_checkpoint(directory: str, metadata: Optional[Mapping[str, Any]] = None,
-                       digests: Optional[Mapping[str, Mapping]] = None) -> tuple[T5Config, Params]:
-  """(config, params) of a T5 checkpoint written by `save_checkpoint`; params are float32 numpy
-  arrays in a nested dict, checked against the config. A checkpoint of another model (its
-  config.json names one, e.g. "tk") is refused by name. `metadata`, `digests`: its metadata.json
-  when the caller read it already (`t5rank.checkpoints.resolved`; `check_files`)."""
-  import orbax.checkpoint as ocp
-
-  config_path = _config_path(directory)
-  with open(config_path, encoding="utf-8") as f:
-    text = f.read()
-  try:
-    config = T5Config.from_json(text)
-  except (ValueError, TypeError, KeyError) as e:
-    model = _config_model(text) or (read_metadata(directory) if metadata is None
-                                    else metadata).get("model")
-    if model:
-      raise ValueError(f"{directory} is a {model.upper()} checkpoint, not a T5 one: this needs T5 "
-                       f"weights (monoT5); a {model.upper()} checkpoint is scored by `t5rank score "
-                       "--checkpoint` as it is") from None
-    raise ValueError(f"{config_path}: not a T5Config ({type(e).__name__}: {e})") from None
-  check_files(directory, metadata, digests)
-  params_dir = os.path.abspath(os.path.join(directory, PARAMS_DIR))
-  restored = ocp.StandardCheckpointer().restore(params_dir)
-  return config, unflatten(check_params(restored, config, f"checkpoint {directory}"))
-
-
 def restore_model(directory: str, config_class: type, model: str,
                   metadata: Optional[Mapping[str, Any]] = None,
                   digests: Optional[Mapping[str, Mapping]] = None) -> tuple[Any, Params]:
   """(config, params) of a checkpoint of `model` (its metadata's `model`, e.g. "tk"), a model other
-  than T5: `config_class.from_json` of its config.json, the parameters as saved (float32 numpy
-  arrays). A checkpoint of another model is refused by name. `metadata`, `digests`: its
-  metadata.json when the caller read it already (`check_files`)."""
-  import orbax.checkpoint as ocp
-
-  config_path = _config_path(directory)
+  than T5 (whose are `t5rank.models.t5_weights.restore_checkpoint`): `config_class.from_json` of
+  its config.json, the parameters as saved (float32 numpy arrays). A checkpoint of another model is
+  refused by name. `metadata`, `digests`: its metadata.json when the caller read it already
+  (`check_files`)."""
+  config_path = config_file(directory)
   metadata = read_metadata(directory) if metadata is None else metadata
   found = metadata.get("model", "monot5")
   if found != model:
     raise ValueError(f"{directory} is a {found} checkpoint, not a {model} one")
   config = _read_config(config_path, config_class)
   check_files(directory, metadata, digests)
-  return config, ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory,
-                                                                                  PARAMS_DIR)))
+  return config, restore_params(directory)
 
 
-def _config_path(directory: str) -> str:
+def restore_params(directory: str) -> Params:
+  """The parameters of the checkpoint in `directory` as Orbax saved them (no check of its files:
+  `check_files` first)."""
+  import orbax.checkpoint as ocp
+
+  return ocp.StandardCheckpointer().restore(os.path.abspath(os.path.join(directory, PARAMS_DIR)))
+
+
+def config_file(directory: str) -> str:
   """config.json of the checkpoint in `directory`; FileNotFoundError when it is incomplete."""
   config_path = os.path.join(directory, CONFIG_FILE)
   if not os.path.isfile(config_path):
@@ -165,7 +142,7 @@ def _config_path(directory: str) -> str:
   return config_path
 
 
-def _config_model(text: str) -> Optional[str]:
+def config_model(text: str) -> Optional[str]:
   """The `model` a config.json names (the configs of models other than T5 do), or None."""
   try:
     value = json.loads(text)

@@ -15,9 +15,9 @@ written by `t5rank convert`). It reads no weights.
 The family is a name of `t5rank.models.registry`: a t5rank checkpoint's metadata.json `model`; a
 Hugging Face directory's `t5rank.json` `model`; else monoT5, the family of every checkpoint that
 does not say (Hugging Face T5, Mesh TF, t5x); the registry checks the name when a loader is asked
-for. `t5rank.checkpoints` imports from `t5rank.models` only the T5 architecture (`config`,
-`network`), never the registry or a family: each family's loader, beside its model, imports the
-readers here (`t5rank.models.loading`).
+for. `t5rank.checkpoints` imports nothing from `t5rank.models`: each family's loader, beside its
+model, imports the readers here (`t5rank.models.loading`; T5's weights:
+`t5rank.models.t5_weights`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import os
 from typing import Any, Optional, Union
 
 from t5rank.checkpoints import native
+from t5rank.checkpoints.formats import detect_format
 from t5rank.checkpoints.locate import local_path
 
 DEFAULT_FAMILY = "monot5"  # the family of a checkpoint whose files name none
@@ -112,8 +113,6 @@ def resolve(name: Union[str, Checkpoint]) -> Checkpoint:
   it holds no checkpoint t5rank reads, ValueError (one line) when a name or a file cannot be read."""
   if isinstance(name, Checkpoint):
     return name
-  from t5rank.checkpoints import detect_format
-
   path = local_path(name)
   kind = detect_format(path)
   metadata, digests, beside, hf_config = {}, {}, {}, {}

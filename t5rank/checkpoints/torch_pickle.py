@@ -38,7 +38,7 @@ from typing import Any, BinaryIO, Callable
 import ml_dtypes
 import numpy as np
 
-from t5rank.checkpoints.layout import CheckpointError, Shape
+from t5rank.checkpoints.tree import CheckpointError, Shape
 
 LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 LEGACY_PROTOCOL = 1001

@@ -75,11 +75,11 @@ def convert(input_path: Union[str, Checkpoint], output_path: str, to: str, confi
   import json
   import shutil
 
-  from t5rank.checkpoints import load_checkpoint, save_checkpoint
-  from t5rank.checkpoints.hf import save_hf_checkpoint
-  from t5rank.checkpoints.t5x import save_t5x_checkpoint
   from t5rank.checkpoints.resolved import RERANKER_CONFIG, resolve
   from t5rank.models.monot5 import stored_extra_ids
+  from t5rank.models.t5_weights import load_checkpoint, save_checkpoint
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
+  from t5rank.models.t5_weights.t5x import save_t5x_checkpoint
 
   if to not in ("native", "hf", "t5x"):
     raise ValueError(f"cannot write format {to!r}; choose one of native, hf, t5x")

@@ -46,7 +46,7 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
   import jax
   import numpy as np
 
-  from t5rank.checkpoints import save_checkpoint
+  from t5rank.checkpoints import native
   from t5rank.files import atomic_directory
   from t5rank.models.tk_reranker import TK, load_tk
   from t5rank.models.words import WORDS_FILE
@@ -67,8 +67,8 @@ def build_ensemble(checkpoints: list[str], output: str) -> None:
                          *[params for _, _, params in members])
   with atomic_directory(output, owner="ensemble") as directory:
     first.vocabulary.save(os.path.join(directory, WORDS_FILE))
-    save_checkpoint(directory, stacked, first.config.replace(ensemble=len(members)),
-                    {"model": TK.name, "members": [os.path.abspath(p) for p in checkpoints]})
+    native.save_checkpoint(directory, stacked, first.config.replace(ensemble=len(members)),
+                           {"model": TK.name, "members": [os.path.abspath(p) for p in checkpoints]})
 
 
 def run(args: argparse.Namespace) -> int:

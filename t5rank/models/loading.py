@@ -9,8 +9,8 @@ Face directory's `t5rank.json`; monoT5 when they name none), or `model` (`--rera
 files do not say, picks the loader that family registered beside its model
 (`t5rank.models.registry.Family.loader`: `load_monot5` in `t5rank.models.monot5`, `load_tk` in
 `t5rank.models.tk_reranker`, ...). Each loader reads its own files (the weights, a vocabulary or word
-list) through `t5rank.checkpoints` and builds its `Reranker`; options a family does not have are
-refused by name.
+list) through `t5rank.checkpoints` (T5's weights through `t5rank.models.t5_weights`) and builds
+its `Reranker`; options a family does not have are refused by name.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from t5rank.models.reranker import Reranker
 def load_reranker(checkpoint: Union[str, Checkpoint], *, config_name: Optional[str] = None,
                   options: Optional[Mapping[str, Any]] = None,
                   model: Optional[str] = None) -> tuple[Reranker, Any]:
-  """(reranker, parameters) of `checkpoint` (any format `t5rank.checkpoints.load_checkpoint` reads;
-  a name is resolved here, a resolved `Checkpoint` is read no further than its weights) by the
-  loader of its family, or of `model` (`--reranker`: what a checkpoint is when its files do not
+  """(reranker, parameters) of `checkpoint` (any format `t5rank.models.t5_weights.load_checkpoint`
+  reads; a name is resolved here, a resolved `Checkpoint` is read no further than its weights) by
+  the loader of its family, or of `model` (`--reranker`: what a checkpoint is when its files do not
   say, e.g. a Hugging Face duoT5; refused when they say otherwise). `options` are the family's own
   overrides (for monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning
   "as stored"; `config_name` is for formats without a config (Mesh TF, t5x)."""

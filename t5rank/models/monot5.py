@@ -150,7 +150,7 @@ def load_t5_reranker(cls, checkpoint: Checkpoint, *, config_name: Optional[str] 
   `.target_words`, `.max_length`, `.bm25_in_input`), else T5's vocabulary, true_false, 512 and no
   score. `dtype` ("bfloat16") casts the parameters and the activations; float32 is the default and
   the reference."""
-  from t5rank.checkpoints import load_checkpoint
+  from t5rank.models.t5_weights import load_checkpoint
 
   config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
   if dtype:
@@ -207,7 +207,7 @@ def checkpoint_t5_config(checkpoint: str, **fields: Any) -> T5Config:
   gin: `MODEL_CONFIG = @monot5.checkpoint_t5_config()` with `checkpoint = %INIT_CHECKPOINT`, so
   that fine-tuning a public model needs no model gin of its size."""
   from t5rank.checkpoints import native
-  from t5rank.checkpoints.hf import config_from_hf
+  from t5rank.models.t5_weights.hf import config_from_hf
 
   resolved = resolve(checkpoint)
   if resolved.format == "native":

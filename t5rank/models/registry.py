@@ -16,7 +16,8 @@ A family registers once, at the end of its own module (`register(Family(...))`):
 The parts that live above `t5rank.models` (training, retrieval) are named by their dotted path and
 imported when asked for (`Family.part`), so that `t5rank.models` imports nothing above it and no
 package imports in a circle; the loader is the function itself (`t5rank.checkpoints`, which reads
-the files, lies below the families and imports none of them). Adding a model is its module, its
+the files, lies below `t5rank.models` and imports nothing from it; T5's weights in each format are
+`t5rank.models.t5_weights`, beside the network). Adding a model is its module, its
 `register` call and its module's name in MODULES.
 
     from t5rank.models import registry

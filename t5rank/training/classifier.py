@@ -18,10 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from t5rank.checkpoints import load_checkpoint, native
+from t5rank.checkpoints import native
 from t5rank.data.seqio_tasks import task_target_words, task_vocabulary
 from t5rank.data.training_data import training_dataset
 from t5rank.models import classifier
+from t5rank.models.t5_weights import load_checkpoint
 from t5rank.models.vocab import resolve_target_words
 from t5rank.training.seq2seq import Seq2Seq
 from t5rank.training.trainable import DatasetFn

@@ -19,12 +19,13 @@ import jax
 import numpy as np
 import optax
 
-from t5rank.checkpoints import load_checkpoint, native, save_checkpoint
+from t5rank.checkpoints import native
 from t5rank.data.dual_pairs import (Encoder, Pairs, PieceEncoder, distinct_batches,
                                     pair_batches, pair_source)
 from t5rank.models import dual_encoder, registry
 from t5rank.models.dual_encoder import DualEncoderConfig, T5DualEncoderConfig
 from t5rank.models.network import init_params
+from t5rank.models.t5_weights import load_checkpoint
 from t5rank.models.vocab import Vocabulary
 from t5rank.models.words import WORDS_FILE, load_embeddings, load_words
 from t5rank.training.trainable import DatasetFn, Trainable, query_document_lengths
@@ -138,7 +139,7 @@ class DualEncoder(Trainable):
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
       self.vocabulary.save(os.path.join(directory, WORDS_FILE))
-    save_checkpoint(directory, params, self.config, dict(metadata, model=MODEL_NAME))
+    native.save_checkpoint(directory, params, self.config, dict(metadata, model=MODEL_NAME))
 
 
 class T5DualEncoder(DualEncoder):
@@ -190,8 +191,8 @@ class T5DualEncoder(DualEncoder):
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
       shutil.copyfile(self.config.vocabulary, os.path.join(directory, name))
-    save_checkpoint(directory, params, self.config.replace(vocabulary=name),
-                    dict(metadata, model=T5_MODEL_NAME))
+    native.save_checkpoint(directory, params, self.config.replace(vocabulary=name),
+                           dict(metadata, model=T5_MODEL_NAME))
 
 
 class InBatchEval:

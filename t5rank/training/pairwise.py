@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from t5rank.checkpoints import native, save_checkpoint
+from t5rank.checkpoints import native
 from t5rank.models.tk_reranker import load_tk
 from t5rank.data.tk_triples import SOURCES, tk_batches
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
@@ -153,4 +153,4 @@ class PairwiseTK(Trainable):
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
       self.vocabulary.save(os.path.join(directory, WORDS_FILE))
-    save_checkpoint(directory, params, self.config, dict(metadata, model=TK.name))
+    native.save_checkpoint(directory, params, self.config, dict(metadata, model=TK.name))

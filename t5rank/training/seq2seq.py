@@ -14,11 +14,11 @@ from typing import Any, Mapping, Optional
 import jax
 import jax.numpy as jnp
 
-from t5rank.checkpoints import load_checkpoint, save_checkpoint
 from t5rank.checkpoints.resolved import resolve
 from t5rank.data.training_data import seq2seq_dataset
 from t5rank.models.config import T5Config
 from t5rank.models.network import T5, init_params, param_axes, term_matching_init
+from t5rank.models.t5_weights import load_checkpoint, save_checkpoint
 from t5rank.models.vocab import Vocabulary
 from t5rank.training.trainable import DatasetFn, Trainable
 

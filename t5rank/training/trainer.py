@@ -215,10 +215,10 @@ def _to_jsonable(value: Any) -> Any:
 
 @dataclasses.dataclass
 class Init:
-  """Where training starts. `checkpoint`: for T5, any checkpoint `t5rank.checkpoints.load_checkpoint`
-  reads (Orbax, Hugging Face, Mesh TensorFlow, t5x); for TK, a TK checkpoint or a word-embedding
-  directory of `t5rank embeddings` (pre-trained embeddings, the rest random); None for random
-  weights. `term_matching_heads` (T5 only):
+  """Where training starts. `checkpoint`: for T5, any checkpoint
+  `t5rank.models.t5_weights.load_checkpoint` reads (Orbax, Hugging Face, Mesh TensorFlow, t5x);
+  for TK, a TK checkpoint or a word-embedding directory of `t5rank embeddings` (pre-trained
+  embeddings, the rest random); None for random weights. `term_matching_heads` (T5 only):
   from random weights, start this many heads of encoder layer 0 as term-matching heads
   (`t5rank.models.network.term_matching_init`; 0 = T5's plain init; refused with a checkpoint,
   whose weights are the starting point); `term_matching_scale` is its `scale` (the attention logit

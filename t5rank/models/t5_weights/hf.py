@@ -9,6 +9,8 @@ one file or the shards its `.index.json` lists):
      `relative_attention_bias/embedding` -> `.weight`, both (buckets, heads));
   3. `pytorch_model.bin` (`pytorch_model.bin.index.json`), torch's pickle read by
      `t5rank.checkpoints.torch_pickle`, which runs none of it.
+(`t5rank.checkpoints.formats` finds and reads those files; this module maps their tensors onto
+t5rank's T5.)
 Export writes one `model.safetensors` and a `config.json` that `transformers.
 T5ForConditionalGeneration.from_pretrained` loads. Layout differences from t5rank:
   - torch Linear weights are (out, in): every kernel is transposed;
@@ -36,23 +38,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from t5rank.checkpoints.layout import (CheckpointError, Params, Shape, export_tensors,
-                                       import_tensors, module_path, tensor_names, write_atomically,
-                                       write_json)
-from t5rank.checkpoints.torch_pickle import open_torch_file
+from t5rank.checkpoints.formats import CONFIG_FILE, WEIGHTS_FILE, hf_tensors
+from t5rank.checkpoints.tree import CheckpointError, Params, write_atomically, write_json
 from t5rank.models.config import T5Config
+from t5rank.models.t5_weights.layout import (export_tensors, import_tensors, module_path,
+                                             tensor_names)
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-FLAX_FILE = "flax_model.msgpack"
-TORCH_FILE = "pytorch_model.bin"
-# The weight files read, in the one order that decides when a directory holds several (module
-# docstring); each may be sharded, its shards listed by FILE.index.json.
-WEIGHT_FILES = (WEIGHTS_FILE, FLAX_FILE, TORCH_FILE)
 SHARED = "shared.weight"
 EMBEDDING_COPIES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 LM_HEAD = "lm_head.weight"
@@ -65,31 +60,6 @@ _HF_DEFAULTS = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "
                 "relative_attention_max_distance": 128, "dropout_rate": 0.1,
                 "layer_norm_epsilon": 1e-6, "feed_forward_proj": "relu",
                 "tie_word_embeddings": True}
-
-
-def is_hf_checkpoint(directory: str) -> bool:
-  """Whether `directory` holds a Hugging Face config.json and weights in a format t5rank reads
-  (`WEIGHT_FILES`, or the index of their shards)."""
-  return (os.path.isfile(os.path.join(directory, CONFIG_FILE))
-          and weight_files(directory) is not None)
-
-
-def weight_files(directory: str) -> Optional[tuple[str, Optional[str], list[str]]]:
-  """(which of `WEIGHT_FILES`, its shard index or None, the files to read) for the first of
-  `WEIGHT_FILES` that `directory` holds, whole or sharded (module docstring); None when it holds
-  none."""
-  for name in WEIGHT_FILES:
-    index_path = os.path.join(directory, f"{name}.index.json")
-    if os.path.isfile(index_path):
-      try:
-        with open(index_path) as f:
-          shards = sorted(set(json.load(f)["weight_map"].values()))
-      except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"{index_path}: not a shard index with a weight_map ({e})") from None
-      return name, index_path, [os.path.join(directory, shard) for shard in shards]
-    if os.path.isfile(os.path.join(directory, name)):
-      return name, None, [os.path.join(directory, name)]
-  return None
 
 
 def config_from_hf(hf: Mapping[str, Any], has_lm_head: Optional[bool] = None) -> T5Config:
@@ -188,97 +158,12 @@ def hf_name(name: str) -> tuple[str, bool]:
   return f"{prefix}.{path.weight}.weight", True
 
 
-def _open_tensors(directory: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
-  """Shapes of all tensors in the weight file(s) of `directory` (the first format of
-  `WEIGHT_FILES` it holds), under their PyTorch names and in PyTorch's layout, and a reader of one.
-  """
-  found = weight_files(directory)
-  if found is None:
-    raise FileNotFoundError(f"{directory} holds none of {', '.join(WEIGHT_FILES)}")
-  kind, index_path, paths = found
-  open_file = {WEIGHTS_FILE: _open_safetensors, FLAX_FILE: _open_flax_msgpack,
-               TORCH_FILE: open_torch_file}[kind]
-  shapes, readers = {}, {}
-  for path in paths:
-    if not os.path.isfile(path):
-      raise FileNotFoundError(f"{path} not found (listed in {index_path})")
-    file_shapes, read = open_file(path)
-    shapes.update(file_shapes)
-    readers.update(dict.fromkeys(file_shapes, read))
-
-  def read(key: str) -> np.ndarray:
-    return np.asarray(readers[key](key), dtype=np.float32)
-
-  return shapes, read
-
-
-def _open_safetensors(path: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
-  """Shapes of the tensors in one safetensors file, and a reader of one."""
-  from safetensors import safe_open
-
-  shapes, dtypes = {}, {}
-  try:
-    with safe_open(path, framework="np") as f:
-      for key in f.keys():
-        shapes[key] = tuple(f.get_slice(key).get_shape())
-        dtypes[key] = f.get_slice(key).get_dtype()
-  except Exception as e:  # safetensors' own errors (a truncated file, say) name no file
-    if isinstance(e, (CheckpointError, OSError)):
-      raise
-    raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
-
-  def read(key: str) -> np.ndarray:
-    # numpy has no bfloat16: such tensors are read through jax and widened.
-    with safe_open(path, framework="flax" if dtypes[key] == "BF16" else "np") as f:
-      return np.asarray(f.get_tensor(key), dtype=np.float32)
-
-  return shapes, read
-
-
-def flax_to_torch_name(name: str) -> tuple[str, bool]:
-  """(PyTorch tensor name, whether Flax stores it transposed) of a Hugging Face Flax T5 name
-  (`/`-joined): kernels are (in, out) where torch's Linear weights are (out, in); embeddings
-  (`shared`, `relative_attention_bias`) and layer-norm weights are stored alike."""
-  parts = name.split("/")
-  if parts[-1] == "kernel":
-    return ".".join(parts[:-1] + ["weight"]), True
-  if parts[-1] == "embedding":
-    return ".".join(parts[:-1] + ["weight"]), False
-  return ".".join(parts), False
-
-
-def _open_flax_msgpack(path: str) -> tuple[dict[str, Shape], Callable[[str], np.ndarray]]:
-  """Shapes of the tensors in a Hugging Face Flax file, under their PyTorch names and in PyTorch's
-  layout (`flax_to_torch_name`), and a reader of one."""
-  from flax.serialization import msgpack_restore
-  from flax.traverse_util import flatten_dict
-
-  with open(path, "rb") as f:
-    data = f.read()
-  try:
-    tree = msgpack_restore(data)
-    if not isinstance(tree, dict):
-      raise ValueError(f"holds a {type(tree).__name__}, not a tree of parameters")
-    flat = flatten_dict(tree, sep="/")
-  except Exception as e:  # msgpack's errors (a truncated file, say) name no file
-    detail = str(e).splitlines()[0] if str(e) else "no detail"
-    raise CheckpointError(f"{path}: not a readable Flax msgpack file ({type(e).__name__}: "
-                          f"{detail})") from None
-  tensors = {}
-  for name, value in flat.items():
-    if not isinstance(value, np.ndarray):
-      raise CheckpointError(f"{path}: {name!r} is a {type(value).__name__}, not an array")
-    torch_name, transposed = flax_to_torch_name(name)
-    tensors[torch_name] = value.T if transposed else value
-  return {name: tuple(value.shape) for name, value in tensors.items()}, tensors.__getitem__
-
-
 def load_hf_checkpoint(directory: str) -> tuple[T5Config, Params]:
   """(config, float32 params) of the Hugging Face T5/mT5 checkpoint in `directory`."""
   with open(os.path.join(directory, CONFIG_FILE)) as f:
     hf = json.load(f)
   config_from_hf(hf)  # a config that is no T5 fails before the weights are opened
-  shapes, read = _open_tensors(directory)
+  shapes, read = hf_tensors(directory)
   config = config_from_hf(hf, has_lm_head=LM_HEAD in shapes)
   copies = list(EMBEDDING_COPIES) + ([LM_HEAD] if config.tie_embeddings else [])
   stored_copies = [name for name in copies if name in shapes]

@@ -1,4 +1,4 @@
-"""What every checkpoint format shares: t5rank's parameter names and shapes, the T5 module layout
+"""What the T5 weight formats share: t5rank's T5 parameter names and shapes, the T5 module layout
 that Hugging Face and Mesh TensorFlow name their tensors after, and the checked copy from a foreign
 set of named tensors into t5rank's parameter tree.
 
@@ -12,22 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import os
 import re
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
+from t5rank.checkpoints.tree import CheckpointError, Params, Shape, flatten, unflatten
 from t5rank.models.config import CONFIGS, T5Config
 
-Shape = tuple[int, ...]
-Params = dict[str, Any]  # nested dict of float32 numpy arrays, as `t5rank.models.network.T5` takes them
 MAX_LISTED = 12  # tensors named per kind of problem in one error message
-
-
-class CheckpointError(ValueError):
-  """A checkpoint does not hold the tensors (names, shapes) its T5 configuration asks for."""
 
 
 # Fields of T5Config that fix parameter shapes or the function the network computes; `dropout_rate`
@@ -37,30 +30,6 @@ ARCHITECTURE_FIELDS = ("vocab_size", "d_model", "num_heads", "d_kv", "d_ff", "nu
                        "scale_decoder_outputs", "relative_attention_num_buckets",
                        "relative_attention_max_distance",
                        "layer_norm_epsilon")
-
-
-def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-  """Nested dict -> {"encoder/layers_0/attention/query/kernel": leaf, ...}."""
-  flat = {}
-  for key, value in params.items():
-    name = f"{prefix}{key}"
-    if isinstance(value, Mapping):
-      flat.update(flatten(value, name + "/"))
-    else:
-      flat[name] = value
-  return flat
-
-
-def unflatten(flat: Mapping[str, Any]) -> Params:
-  """Inverse of `flatten`."""
-  tree: Params = {}
-  for name, value in flat.items():
-    *parents, leaf = name.split("/")
-    node = tree
-    for key in parents:
-      node = node.setdefault(key, {})
-    node[leaf] = value
-  return tree
 
 
 @functools.lru_cache(maxsize=16)
@@ -250,36 +219,3 @@ def _describe(config: T5Config) -> str:
           f"d_ff={config.d_ff}, {config.feed_forward}, "
           f"{'tied' if config.tie_embeddings else 'untied'}"
           f"{', scaled' if config.scale_decoder_outputs else ''}, vocab={config.vocab_size})")
-
-
-def write_atomically(path: str, write: Callable[[str], None]) -> None:
-  """Calls `write(temporary_path)`, then renames the result to `path`, so that `path` is either
-  absent or complete."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  try:
-    try:
-      write(tmp)
-    except (OSError, ValueError):
-      raise
-    except Exception as e:  # a writer library's own error (safetensors' on a full disk) names no file
-      raise OSError(f"{path}: could not be written ({type(e).__name__}: {e})") from None
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)  # some writers make 0600; an output gets the usual mode
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-
-
-def write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` atomically."""
-  def write(tmp: str) -> None:
-    with open(tmp, "w") as f:
-      f.write(text)
-  write_atomically(path, write)
-
-
-def write_json(path: str, value: Any) -> None:
-  """Writes `value` as indented JSON to `path` atomically."""
-  write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")

@@ -21,12 +21,13 @@ import os
 import re
 from typing import Any, Mapping, Optional
 
-from t5rank.checkpoints.layout import (Params, Probes, export_tensors, import_tensors,
-                                       infer_architecture, module_path, resolve_config,
-                                       tensor_names, write_text)
+from t5rank.checkpoints.formats import STATE_FILE
+from t5rank.checkpoints.tree import Params, write_text
 from t5rank.models.config import T5Config
+from t5rank.models.t5_weights.layout import (Probes, export_tensors, import_tensors,
+                                             infer_architecture, module_path, resolve_config,
+                                             tensor_names)
 
-STATE_FILE = "checkpoint"  # TensorFlow's text file naming the latest checkpoint of a directory
 PREFIX = "model.ckpt"
 PROBES = Probes(
     embedding="shared/embedding",
@@ -36,18 +37,6 @@ PROBES = Probes(
     wi_0="encoder/block_000/layer_001/DenseReluDense/wi_0/kernel",
     logits="decoder/logits/kernel",
     block=r"(encoder|decoder)/block_(\d+)/.*")
-
-
-def is_mesh_tf_checkpoint(path: str) -> bool:
-  """Whether `path` is a TF checkpoint prefix, or a directory whose `checkpoint` state file names
-  one."""
-  if os.path.isfile(path + ".index"):
-    return True
-  state = os.path.join(path, STATE_FILE)
-  if not os.path.isfile(state):
-    return False
-  with open(state, "rb") as f:
-    return f.read(len(b"model_checkpoint_path")) == b"model_checkpoint_path"
 
 
 def mesh_tf_name(name: str) -> tuple[str, bool]:

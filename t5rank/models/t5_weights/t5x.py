@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from t5rank.checkpoints.layout import (CheckpointError, Params, Probes, Shape, flatten,
-                                       import_tensors, infer_architecture, param_shapes,
-                                       resolve_config)
+from t5rank.checkpoints.formats import (MSGPACK_FILE, ORBAX_METADATA, find_step_dir,
+                                        is_t5x_msgpack, t5x_orbax_item)
+from t5rank.checkpoints.tree import CheckpointError, Params, Shape, flatten, unflatten
 from t5rank.models.config import T5Config
+from t5rank.models.t5_weights.layout import (Probes, check_params, import_tensors,
+                                             infer_architecture, param_shapes, resolve_config)
 
-MSGPACK_FILE = "checkpoint"
-ORBAX_METADATA = "_METADATA"
-ORBAX_ITEMS = ("state", "")  # where t5x's Orbax manager puts the train state, under checkpoint_N/
 PROBES = Probes(
     embedding="token_embedder/embedding",
     query="encoder/layers_0/attention/query/kernel",
@@ -41,40 +39,6 @@ PROBES = Probes(
     wi_0="encoder/layers_0/mlp/wi_0/kernel",
     logits="decoder/logits_dense/kernel",
     block=r"(encoder|decoder)/layers_(\d+)/.*")
-
-
-def _is_msgpack_checkpoint(directory: str) -> bool:
-  path = os.path.join(directory, MSGPACK_FILE)
-  if not os.path.isfile(path):
-    return False
-  with open(path, "rb") as f:  # a TensorFlow checkpoint directory has a text file of this name
-    return f.read(len(b"model_checkpoint_path")) != b"model_checkpoint_path"
-
-
-def _orbax_item(directory: str) -> Optional[str]:
-  for item in ORBAX_ITEMS:
-    if os.path.isfile(os.path.join(directory, item, ORBAX_METADATA)):
-      return os.path.join(directory, item)
-  return None
-
-
-def _latest_step_dir(directory: str) -> Optional[str]:
-  steps = [(int(m[1]), name) for name in os.listdir(directory)
-           for m in [re.fullmatch(r"checkpoint_(\d+)", name)] if m]
-  return os.path.join(directory, max(steps)[1]) if steps else None
-
-
-def find_step_dir(path: str) -> Optional[str]:
-  """The t5x step directory `path` denotes: the directory itself, the directory of a `checkpoint`
-  msgpack file, or the latest `checkpoint_N` of a model directory; None if it is none of these."""
-  if os.path.isfile(path) and os.path.basename(path) == MSGPACK_FILE:
-    path = os.path.dirname(path) or "."
-  if not os.path.isdir(path):
-    return None
-  if _is_msgpack_checkpoint(path) or _orbax_item(path):
-    return path
-  latest = _latest_step_dir(path)
-  return latest if latest and (_is_msgpack_checkpoint(latest) or _orbax_item(latest)) else None
 
 
 def _is_spec(node: Any) -> bool:
@@ -148,10 +112,10 @@ def load_t5x_checkpoint(path: str, config: Optional[T5Config]) -> tuple[T5Config
   if step_dir is None:
     raise FileNotFoundError(f"{path} holds no t5x checkpoint (a `checkpoint` msgpack file, an "
                             f"Orbax `{ORBAX_METADATA}`, or `checkpoint_N/` directories)")
-  if _is_msgpack_checkpoint(step_dir):
+  if is_t5x_msgpack(step_dir):
     shapes, read = _open_msgpack(step_dir)
   else:
-    shapes, read = _open_orbax(_orbax_item(step_dir))
+    shapes, read = _open_orbax(t5x_orbax_item(step_dir))
   source = f"t5x checkpoint {step_dir}"
   config = resolve_config(source, infer_architecture(shapes, PROBES), config)
   names = {name: (name, False) for name in param_shapes(config)}
@@ -165,8 +129,6 @@ def save_t5x_checkpoint(model_dir: str, params: Mapping[str, Any], config: T5Con
   `tie_embeddings` and `scale_decoder_outputs` differ is refused. The directory must not hold that
   step already."""
   import orbax.checkpoint as ocp
-
-  from t5rank.checkpoints.layout import check_params, unflatten
 
   if config.tie_embeddings != config.scale_decoder_outputs:
     raise CheckpointError(f"t5x cannot describe this model (tie_embeddings "
