@@ -19,4 +19,4 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/t5rank demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests
