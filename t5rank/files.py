@@ -280,11 +280,15 @@ def _replacing(temporary: str, directory: str, owner: Optional[str]) -> Iterator
 
 
 def read_json(path: str) -> Optional[dict]:
-  """The JSON value in `path`, or None when there is no such file."""
+  """The JSON value in `path`, or None when there is no such file; a file that is not JSON raises
+  ValueError naming it (one line: "PATH: not JSON (where it fails)")."""
   if not os.path.isfile(path):
     return None
   with open(path, encoding="utf-8") as f:
-    return json.load(f)
+    try:
+      return json.load(f)
+    except ValueError as e:  # a JSON decoder's message, or bytes that are not UTF-8
+      raise ValueError(f"{path}: not JSON ({e})") from None
 
 
 def move_aside(path: str, reason: str) -> str:

@@ -238,8 +238,7 @@ def read_fusion_weights(path: str) -> FusionSource:
   try:
     results = read_json(path)
   except ValueError as e:
-    raise ValueError(f"{path}: not JSON ({e}); give the results.json of `t5rank rerank "
-                     "--tune-fusion`") from None
+    raise ValueError(f"{e}; give the results.json of `t5rank rerank --tune-fusion`") from None
   if results is None:
     raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
   weights = results.get("fusion") if isinstance(results, dict) else None

@@ -47,7 +47,10 @@ def cached(path: str, key: Mapping[str, Any], build: Callable[[], Any], *, what:
   first."""
   key = json.loads(json.dumps(key))  # as it reads back (tuples are lists)
   stamp = stamp or (path + ".json" if complete is None else os.path.join(path, DIRECTORY_STAMP))
-  saved = read_json(stamp)
+  try:
+    saved = read_json(stamp)
+  except ValueError as e:  # not written by t5rank (its stamps are written whole): said, not guessed
+    raise ValueError(f"{e}; it is the stamp of {what}: remove it to make {what} anew") from None
   same = _matches(saved, key)
   if complete is None:
     if same and not rebuild and os.path.isfile(path):

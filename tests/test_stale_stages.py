@@ -1,0 +1,45 @@
+"""Stale stages (issue #66, "Stale stages (silently wrong)"): a stage of `t5rank rerank` is reused
+only when it was made from the same inputs and settings and is still the output it stamped; a
+second writer of the same cascade is refused; a damaged stamp is named. One test per finding, each
+failing before its fix. Tiny models (`tiny`: micro monoT5 and duoT5), tiny inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from t5rank import cli
+from t5rank.data.readers import read_run
+from t5rank.pipelines.stage_cache import cached
+from t5rank.testing import micro_config, random_params
+from test_nothing_lost_3 import fail, tiny  # noqa: F401 (a fixture)
+
+
+def rerank(tiny, checkpoint: str = "mono", output: str = "cascade") -> list[str]:
+  """`t5rank rerank` of `checkpoint` (a directory in `tiny`) over the top 4 of tiny's BM25 run."""
+  return ["rerank", "--queries", str(tiny / "q.tsv"), "--corpus", str(tiny / "c.tsv"), "--run",
+          str(tiny / "bm25.run"), "--stage", f"mono={tiny / checkpoint}@4", "-o",
+          str(tiny / output)]
+
+
+# ------------------------------------------------------------------- 15: a stamp not JSON
+
+
+def test_a_stamp_that_is_not_json_is_named_in_one_line(tiny, capsys):
+  assert cli.main(rerank(tiny)) == 0
+  stamp = tiny / "cascade" / "01_mono.run.json"
+  stamp.write_text('{"scoring": ')
+  message = fail(rerank(tiny), capsys)
+  assert f"{stamp}: not JSON" in message and "remove it" in message
+
+
+def test_a_shard_manifest_that_is_not_json_is_named_in_one_line(tmp_path):
+  from t5rank.ranking import shards
+
+  (tmp_path / "out.shards").mkdir()
+  (tmp_path / "out.shards" / shards.MANIFEST_FILE).write_text("{")
+  with pytest.raises(ValueError, match=f"^{tmp_path / 'out.shards' / shards.MANIFEST_FILE}: not "
+                                       "JSON"):
+    shards.open_shard_directory(str(tmp_path / "out.shards"), {"fingerprint": "x"})
