@@ -24,6 +24,38 @@ def rerank(tiny, checkpoint: str = "mono", output: str = "cascade") -> list[str]
           str(tiny / output)]
 
 
+# ---------------------------------------------------- 13: the output is what its stamp says
+
+
+@pytest.mark.parametrize("change", ["emptied", "truncated at a line boundary", "edited by hand"])
+def test_a_file_changed_after_its_stamp_is_made_anew(tmp_path, capsys, change):
+  path, built = str(tmp_path / "a.run"), []
+
+  def build():
+    built.append(1)
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 t\n")
+
+  assert cached(path, {"model": "m"}, build, what="a run") is False
+  lines = (tmp_path / "a.run").read_text().splitlines(keepends=True)
+  (tmp_path / "a.run").write_text({"emptied": "", "truncated at a line boundary": lines[0],
+                                   "edited by hand": lines[0].replace("2.5", "0.5") + lines[1]
+                                   }[change])
+  assert cached(path, {"model": "m"}, build, what="a run") is False and len(built) == 2
+  assert "is not the file its stamp" in capsys.readouterr().out
+  assert cached(path, {"model": "m"}, build, what="a run") is True and len(built) == 2
+
+
+def test_an_emptied_stage_run_is_scored_again(tiny, capsys):
+  assert cli.main(rerank(tiny)) == 0
+  before = read_run(str(tiny / "cascade" / "01_mono.run"))
+  (tiny / "cascade" / "01_mono.run").write_text("")
+  capsys.readouterr()
+  assert cli.main(rerank(tiny)) == 0
+  assert "reused" not in capsys.readouterr().out
+  assert read_run(str(tiny / "cascade" / "01_mono.run")) == before
+  assert not json.loads((tiny / "cascade" / "results.json").read_text())["timings"][1].get("reused")
+
+
 # ------------------------------------------------------------------- 15: a stamp not JSON
 
 
