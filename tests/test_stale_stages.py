@@ -24,6 +24,47 @@ def rerank(tiny, checkpoint: str = "mono", output: str = "cascade") -> list[str]
           str(tiny / output)]
 
 
+# ------------------------------------------------------------- 12: the checkpoint's settings
+
+
+@pytest.mark.parametrize("before, after", [({"max_length": 64}, {"max_length": 16}),
+                                           ({}, {"target_words": ["false", "true"]}),
+                                           ({"bm25_in_input": True}, {"bm25_in_input": False})])
+def test_a_stage_is_scored_again_when_the_checkpoints_scoring_settings_change(tiny, capsys,
+                                                                              before, after):
+  from t5rank.models.t5_weights.hf import save_hf_checkpoint
+
+  config = micro_config()
+  save_hf_checkpoint(str(tiny / "hf"), random_params(config, std=0.5), config)
+  (tiny / "hf" / "t5rank.json").write_text(json.dumps(before))
+  assert cli.main(rerank(tiny, "hf")) == 0
+  before = read_run(str(tiny / "cascade" / "01_mono.run"))
+  (tiny / "hf" / "t5rank.json").write_text(json.dumps(after))
+  capsys.readouterr()
+  assert cli.main(rerank(tiny, "hf")) == 0
+  assert "reused" not in capsys.readouterr().out
+  after = read_run(str(tiny / "cascade" / "01_mono.run"))
+  assert after != before
+  assert cli.main(rerank(tiny, "hf", output="fresh")) == 0  # what these settings give
+  assert read_run(str(tiny / "fresh" / "01_mono.run")) == after
+
+
+def test_the_stage_and_the_scorer_are_keyed_on_one_scoring_key(tiny, monkeypatch):
+  """What `t5rank score` keys its shards on is what a stage's stamp holds (`scoring_key`), so the
+  two cannot drift apart."""
+  from t5rank.ranking import shards
+
+  manifests = []
+  opened = shards.open_shard_directory
+  monkeypatch.setattr(shards, "open_shard_directory",
+                      lambda directory, manifest, **kw: (manifests.append(manifest),
+                                                         opened(directory, manifest, **kw)))
+  assert cli.main(rerank(tiny)) == 0
+  stamp = json.loads((tiny / "cascade" / "01_mono.run.json").read_text())
+  assert stamp["scoring"] == manifests[0]["settings"]
+  assert stamp["scoring"]["max_length"] and stamp["scoring"]["targets"]
+
+
 # ---------------------------------------------------- 13: the output is what its stamp says
 
 
