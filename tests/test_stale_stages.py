@@ -97,6 +97,29 @@ def test_an_emptied_stage_run_is_scored_again(tiny, capsys):
   assert not json.loads((tiny / "cascade" / "results.json").read_text())["timings"][1].get("reused")
 
 
+# ------------------------------------------------------------------ 14: one writer at a time
+
+
+def test_a_second_rerank_into_the_same_directory_is_refused_naming_the_first(tiny, capsys,
+                                                                           monkeypatch):
+  from t5rank.pipelines import cascade
+
+  score, second = cascade.score_candidates, []
+
+  def first_scoring(*args, **kwargs):  # while the first command scores its stage: a second one
+    if not second:
+      second.append("started")
+      second.append(fail(rerank(tiny), capsys))
+    return score(*args, **kwargs)
+
+  monkeypatch.setattr(cascade, "score_candidates", first_scoring)
+  assert cli.main(rerank(tiny)) == 0
+  assert f"being written by another t5rank process (pid {os.getpid()})" in second[1]
+  assert str(tiny / "cascade") in second[1]
+  assert len(read_run(str(tiny / "cascade" / "01_mono.run"))) == 2  # the first's, whole
+  assert cli.main(rerank(tiny)) == 0  # the lock went with the first command
+
+
 # ------------------------------------------------------------------- 15: a stamp not JSON
 
 

@@ -10,7 +10,8 @@ reranked, the rest kept below in that run's order), written to WORKDIR/NN_NAME.r
 it is scored with, its metadata's or t5rank.json's included; the depth, the input run's and the
 texts' hashes; the run's own size and hash); a stage whose run matches its stamp is reused, an
 interrupted one resumes from its shards (NN_NAME.run.shards), so the same command run again
-continues where it stopped. A model that reads each candidate's BM25
+continues where it stopped. One cascade at a time writes a work directory: a second one there is
+refused at once, naming the first's pid (`t5rank.files.writer_lock`). A model that reads each candidate's BM25
 score in its input gets the first stage's score, not the stage before's. With qrels, every stage's
 run (each prefix of the cascade) is evaluated: the metrics, a paired t-test against the first stage
 and against the ranking the stage reranked (Bonferroni over all those comparisons), and each
@@ -40,7 +41,7 @@ from t5rank.models.loading import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
                                       untested)
-from t5rank.files import atomic_write, read_json, sha256_file
+from t5rank.files import atomic_write, read_json, sha256_file, writer_lock
 from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
@@ -425,33 +426,34 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   source = fusion_weights or (FusionSource(qrels=qrels) if tune_fusion else None)
   check_stages(stages, first_name)  # before the work directory is made
   os.makedirs(workdir, exist_ok=True)
-  first_path = os.path.join(workdir, f"00_{first_name}.run")
-  write_run(first_path, first, tag=first_name)
-  spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
-  with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
-    json.dump(spec, f, indent=1)
-  record = Record(workdir)
-  pairs = sum(map(len, first.values()))
-  record["rows"] = [Row(first_name, first, first_path, {"name": first_name},
-                        {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs},
-                        input=None)]
-  record["fusion"] = {}
-  run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
-                           progress=progress, fusion_source=source, overwrite=overwrite)
-              for i, s in enumerate(stages, 1)], record)
-  rows = record["rows"]
-  timings = [r.timing for r in rows]
-  results = {"stages": [r.entry for r in rows], "timings": timings,
-             "runs": {r.name: r.path for r in rows}, "fusion": record["fusion"]}
-  if qrels is not None:
-    report = evaluate_stages(qrels, [r.name for r in rows], [r.run for r in rows], metrics,
-                             inputs=[r.input for r in rows])
-    if print_table:
-      print(format_report(report, timings), flush=True)
-    results["evaluation"] = report
-  with atomic_write(os.path.join(workdir, "results.json")) as f:
-    json.dump(finite(results), f, indent=1, allow_nan=False)
-  return results
+  with writer_lock(workdir):  # one cascade at a time in a work directory
+    first_path = os.path.join(workdir, f"00_{first_name}.run")
+    write_run(first_path, first, tag=first_name)
+    spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
+    with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
+      json.dump(spec, f, indent=1)
+    record = Record(workdir)
+    pairs = sum(map(len, first.values()))
+    record["rows"] = [Row(first_name, first, first_path, {"name": first_name},
+                          {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs},
+                          input=None)]
+    record["fusion"] = {}
+    run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
+                             progress=progress, fusion_source=source, overwrite=overwrite)
+                for i, s in enumerate(stages, 1)], record)
+    rows = record["rows"]
+    timings = [r.timing for r in rows]
+    results = {"stages": [r.entry for r in rows], "timings": timings,
+               "runs": {r.name: r.path for r in rows}, "fusion": record["fusion"]}
+    if qrels is not None:
+      report = evaluate_stages(qrels, [r.name for r in rows], [r.run for r in rows], metrics,
+                               inputs=[r.input for r in rows])
+      if print_table:
+        print(format_report(report, timings), flush=True)
+      results["evaluation"] = report
+    with atomic_write(os.path.join(workdir, "results.json")) as f:
+      json.dump(finite(results), f, indent=1, allow_nan=False)
+    return results
 
 
 
