@@ -139,3 +139,12 @@ def test_a_shard_manifest_that_is_not_json_is_named_in_one_line(tmp_path):
   with pytest.raises(ValueError, match=f"^{tmp_path / 'out.shards' / shards.MANIFEST_FILE}: not "
                                        "JSON"):
     shards.open_shard_directory(str(tmp_path / "out.shards"), {"fingerprint": "x"})
+
+
+def test_a_teacher_json_that_is_not_json_is_named_in_one_line(tmp_path):
+  """teacher.json, the stamp of a teacher directory (its `complete` reads it)."""
+  from t5rank.data import teacher
+
+  (tmp_path / teacher.TEACHER_FILE).write_text("{")
+  with pytest.raises(ValueError, match=f"^{tmp_path / teacher.TEACHER_FILE}: not JSON"):
+    teacher.read_teacher(str(tmp_path))
