@@ -7,6 +7,8 @@
     atomic_write(path)        a file: written under a temporary name, renamed when complete
     atomic_directory(path)    a set of files: written into a new directory, then swapped into place
                               in one rename (the old set, or the new, never a mix)
+    writer_lock(path)         one writer at a time (atomic_directory's, a cascade's work
+                              directory): a second is refused at once, naming the first's pid
     file_manifest / check_manifest   sizes and sha256 of the files of a checkpoint or an index,
                               recorded when it is written and checked before it is read
 
@@ -212,7 +214,7 @@ def atomic_directory(directory: str, owner: Optional[str] = None) -> Iterator[st
     directory = os.path.realpath(directory)
   parent, name = os.path.split(directory)
   os.makedirs(parent, exist_ok=True)
-  with _writer_lock(directory):
+  with writer_lock(directory):
     remove_stale_temporaries(directory)
     temporary = tempfile.mkdtemp(prefix=f".{name}{_TEMPORARY}", dir=parent)
     with _replacing(temporary, directory, owner) as written:
@@ -220,12 +222,14 @@ def atomic_directory(directory: str, owner: Optional[str] = None) -> Iterator[st
 
 
 @contextlib.contextmanager
-def _writer_lock(directory: str) -> Iterator[None]:
-  """Holds an exclusive lock on `directory`'s lock file (beside it) while a set of files is
-  written: a second process writing the same output is refused at once, naming the first."""
+def writer_lock(directory: str) -> Iterator[None]:
+  """Holds an exclusive lock on `directory`'s lock file (beside it, in a parent that must exist)
+  while the block writes the directory: a second writer of the same output, in this process or
+  another, is refused at once (OutputError naming the first's pid)."""
   import fcntl
 
-  parent, name = os.path.split(directory)
+  parent, name = os.path.split(os.path.abspath(directory))
+  directory = os.path.join(parent, name)
   path = os.path.join(parent, f".{name}{_LOCK}")
   try:  # never through a link planted under the lock's name
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~_umask())
@@ -280,11 +284,15 @@ def _replacing(temporary: str, directory: str, owner: Optional[str]) -> Iterator
 
 
 def read_json(path: str) -> Optional[dict]:
-  """The JSON value in `path`, or None when there is no such file."""
+  """The JSON value in `path`, or None when there is no such file; a file that is not JSON raises
+  ValueError naming it (one line: "PATH: not JSON (where it fails)")."""
   if not os.path.isfile(path):
     return None
   with open(path, encoding="utf-8") as f:
-    return json.load(f)
+    try:
+      return json.load(f)
+    except ValueError as e:  # a JSON decoder's message, or bytes that are not UTF-8
+      raise ValueError(f"{path}: not JSON ({e})") from None
 
 
 def move_aside(path: str, reason: str) -> str:

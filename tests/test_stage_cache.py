@@ -4,6 +4,7 @@ when its key differs, when asked, or when damaged."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -21,7 +22,9 @@ def test_a_file_is_reused_by_its_stamp_which_is_gone_while_it_is_rewritten(tmp_p
     (tmp_path / "a.run").write_text(f"{len(built)}\n")
 
   assert cached(path, {"model": "m", "depth": (1, 2)}, build, what="a run") is False
-  assert json.loads((tmp_path / "a.run.json").read_text()) == {"model": "m", "depth": [1, 2]}
+  assert json.loads((tmp_path / "a.run.json").read_text()) == {
+      "model": "m", "depth": [1, 2], "output_file": {"bytes": 2, "sha256": hashlib.sha256(
+          b"1\n").hexdigest()}}
   assert cached(path, {"model": "m", "depth": (1, 2)}, build, what="a run") is True
   assert cached(path, {"model": "m2", "depth": (1, 2)}, build, what="a run") is False
   assert cached(path, {"model": "m2", "depth": (1, 2)}, build, what="a run", rebuild=True) is False

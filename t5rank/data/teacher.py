@@ -20,7 +20,7 @@ import numpy as np
 
 from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
 from t5rank.data.sources import Interner, TripleTable, pooled_table
-from t5rank.files import sha256_file
+from t5rank.files import read_json, sha256_file
 
 TEACHER_FILE = "teacher.json"
 CANDIDATES_FILE = "candidates.run"
@@ -34,8 +34,10 @@ def read_teacher(directory: str) -> dict:
   path = os.path.join(directory, TEACHER_FILE)
   if not os.path.isfile(path):
     raise ValueError(f"{directory}: no {TEACHER_FILE}; make teacher scores with `t5rank teacher`")
-  with open(path, encoding="utf-8") as f:
-    info = json.load(f)
+  info = read_json(path)  # ValueError naming it when it is not JSON
+  if not isinstance(info, dict):
+    raise ValueError(f"{path}: not a description of teacher scores (a JSON object); make the "
+                     "teacher scores again")
   for name, key in ((SCORES_FILE, "scores_sha256"), (os.path.join("data", "qrels.txt"),
                                                      "qrels_sha256")):
     file = os.path.join(directory, name)

@@ -6,9 +6,12 @@
 
 Each reranker stage is `t5rank score` on the run of the stage before (`--depth K`: its top K
 reranked, the rest kept below in that run's order), written to WORKDIR/NN_NAME.run with a stamp
-(NN_NAME.run.json: checkpoint, its parameters' hash, depth, input run's hash); a stage whose run and
-stamp are there is reused, an interrupted one resumes from its shards (NN_NAME.run.shards), so the
-same command run again continues where it stopped. A model that reads each candidate's BM25
+(NN_NAME.run.json: the scorer's own key, `scoring_key`: the checkpoint's weights and every setting
+it is scored with, its metadata's or t5rank.json's included; the depth, the input run's and the
+texts' hashes; the run's own size and hash); a stage whose run matches its stamp is reused, an
+interrupted one resumes from its shards (NN_NAME.run.shards), so the same command run again
+continues where it stopped. One cascade at a time writes a work directory: a second one there is
+refused at once, naming the first's pid (`t5rank.files.writer_lock`). A model that reads each candidate's BM25
 score in its input gets the first stage's score, not the stage before's. With qrels, every stage's
 run (each prefix of the cascade) is evaluated: the metrics, a paired t-test against the first stage
 and against the ranking the stage reranked (Bonferroni over all those comparisons), and each
@@ -38,13 +41,13 @@ from t5rank.models.loading import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
                                       untested)
-from t5rank.files import atomic_write, read_json, sha256_file
+from t5rank.files import atomic_write, read_json, sha256_file, writer_lock
 from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
 from t5rank.ranking.jobs import job_class
-from t5rank.ranking.scorer import ScoringOptions, params_fingerprint, score_candidates
+from t5rank.ranking.scorer import RUN_OPTIONS, ScoringOptions, score_candidates, scoring_key
 
 CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
@@ -163,14 +166,17 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
     name = spec.name or reranker.name
     path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
     top, rest = split_at_depth(rows[-1].run, spec.depth)  # what this stage reranks
-    stamp = {"checkpoint": os.path.abspath(checkpoint), "model": reranker.name,
-             "params_sha256": params_fingerprint(params), "depth": spec.depth,
-             "input_sha256": sha256_file(rows[-1].path),
+    # A model that reads each candidate's BM25 score in its input: the first stage's score, not
+    # the stage before's (a TK score or a fusion); it scores the top DEPTH of the stage before,
+    # the rest kept below, as `score --depth` does.
+    bm25_from_first = reranker.reads_first_stage and len(rows) > 1
+    scored = dataclasses.replace(options, depth=None if bm25_from_first else spec.depth, tag=name)
+    stamp = {"scoring": scoring_key(reranker, params, scored, model_id=os.path.abspath(checkpoint)),
+             "depth": spec.depth, "input_sha256": sha256_file(rows[-1].path),
              "texts_sha256": texts_fingerprint(queries, corpus, top),
-             "options": {k: v for k, v in dataclasses.asdict(options).items()
-                         if k not in ("depth", "tag")}}
-    if reranker.reads_first_stage:  # its input holds the first stage's scores too
-      stamp["first_stage_sha256"] = sha256_file(rows[0].path)
+             "run": {k: v for k, v in dataclasses.asdict(options).items() if k in RUN_OPTIONS},
+             "first_stage_sha256": sha256_file(rows[0].path) if reranker.reads_first_stage
+             else None}  # its input holds the first stage's scores too
     k = [len(docs) for docs in top.values()]
     pairs = sum(map(job_class(reranker).num_inputs, k))
     start = time.perf_counter()
@@ -185,23 +191,20 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
         import shutil
 
         shutil.rmtree(path + ".shards")
-      if reranker.reads_first_stage and len(rows) > 1:
-        # The model reads each candidate's BM25 score in its input: the first stage's score, not
-        # the stage before's (a TK score or a fusion); the top DEPTH of the stage before is
-        # reranked and the rest kept below, as `score --depth` does.
+      if bm25_from_first:
         first = {q: dict(docs) for q, docs in rows[0].run.items()}
         reranked = score_candidates(
             reranker, params, queries=queries, corpus=corpus,
             candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
-            output=path, options=dataclasses.replace(options, depth=None, tag=name),
-            model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
+            output=path, options=scored, model_id=os.path.abspath(checkpoint),
+            replace_stale_shards=True, progress=progress)
         ranked = append_below(reranked, rest)
         write_run(path, ranked, tag=name)
       else:
         ranked = score_candidates(
             reranker, params, queries=queries, corpus=corpus, candidates=rows[-1].run,
-            output=path, options=dataclasses.replace(options, depth=spec.depth, tag=name),
-            model_id=os.path.abspath(checkpoint), replace_stale_shards=True, progress=progress)
+            output=path, options=scored, model_id=os.path.abspath(checkpoint),
+            replace_stale_shards=True, progress=progress)
 
     ranked = None
     if cached(path, stamp, score, what=f"stage {name}'s run", rebuild=overwrite):
@@ -212,7 +215,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
       info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))
     entry = {"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
-             "depth": spec.depth, "params_sha256": stamp["params_sha256"]}
+             "depth": spec.depth, "params_sha256": stamp["scoring"]["params_sha256"]}
     rows.append(Row(name, ranked, path, entry, info, input=len(rows) - 1))
     if spec.fuse:
       detail += "; " + fuse_stage(record, index, name, spec.depth, fusion_source)
@@ -238,8 +241,7 @@ def read_fusion_weights(path: str) -> FusionSource:
   try:
     results = read_json(path)
   except ValueError as e:
-    raise ValueError(f"{path}: not JSON ({e}); give the results.json of `t5rank rerank "
-                     "--tune-fusion`") from None
+    raise ValueError(f"{e}; give the results.json of `t5rank rerank --tune-fusion`") from None
   if results is None:
     raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
   weights = results.get("fusion") if isinstance(results, dict) else None
@@ -424,33 +426,34 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
   source = fusion_weights or (FusionSource(qrels=qrels) if tune_fusion else None)
   check_stages(stages, first_name)  # before the work directory is made
   os.makedirs(workdir, exist_ok=True)
-  first_path = os.path.join(workdir, f"00_{first_name}.run")
-  write_run(first_path, first, tag=first_name)
-  spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
-  with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
-    json.dump(spec, f, indent=1)
-  record = Record(workdir)
-  pairs = sum(map(len, first.values()))
-  record["rows"] = [Row(first_name, first, first_path, {"name": first_name},
-                        {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs},
-                        input=None)]
-  record["fusion"] = {}
-  run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
-                           progress=progress, fusion_source=source, overwrite=overwrite)
-              for i, s in enumerate(stages, 1)], record)
-  rows = record["rows"]
-  timings = [r.timing for r in rows]
-  results = {"stages": [r.entry for r in rows], "timings": timings,
-             "runs": {r.name: r.path for r in rows}, "fusion": record["fusion"]}
-  if qrels is not None:
-    report = evaluate_stages(qrels, [r.name for r in rows], [r.run for r in rows], metrics,
-                             inputs=[r.input for r in rows])
-    if print_table:
-      print(format_report(report, timings), flush=True)
-    results["evaluation"] = report
-  with atomic_write(os.path.join(workdir, "results.json")) as f:
-    json.dump(finite(results), f, indent=1, allow_nan=False)
-  return results
+  with writer_lock(workdir):  # one cascade at a time in a work directory
+    first_path = os.path.join(workdir, f"00_{first_name}.run")
+    write_run(first_path, first, tag=first_name)
+    spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
+    with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
+      json.dump(spec, f, indent=1)
+    record = Record(workdir)
+    pairs = sum(map(len, first.values()))
+    record["rows"] = [Row(first_name, first, first_path, {"name": first_name},
+                          {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs},
+                          input=None)]
+    record["fusion"] = {}
+    run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
+                             progress=progress, fusion_source=source, overwrite=overwrite)
+                for i, s in enumerate(stages, 1)], record)
+    rows = record["rows"]
+    timings = [r.timing for r in rows]
+    results = {"stages": [r.entry for r in rows], "timings": timings,
+               "runs": {r.name: r.path for r in rows}, "fusion": record["fusion"]}
+    if qrels is not None:
+      report = evaluate_stages(qrels, [r.name for r in rows], [r.run for r in rows], metrics,
+                               inputs=[r.input for r in rows])
+      if print_table:
+        print(format_report(report, timings), flush=True)
+      results["evaluation"] = report
+    with atomic_write(os.path.join(workdir, "results.json")) as f:
+      json.dump(finite(results), f, indent=1, allow_nan=False)
+    return results
 
 
 

@@ -150,7 +150,7 @@ def shipped_weights(job: CascadeJob, cascade: Sequence[tuple[str, str]], depths:
   try:
     found = read_json(path)
   except ValueError as e:
-    raise ValueError(f"{path}: not JSON ({e}); scripts/ship_fusion_weights.py writes it") from None
+    raise ValueError(f"{e}; scripts/ship_fusion_weights.py writes it") from None
   if found is None:
     return None
   if not (isinstance(found, dict) and isinstance(found.get("fusion"), dict)

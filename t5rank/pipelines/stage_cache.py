@@ -5,10 +5,12 @@ as JSON), so that the same command run again reuses it, resumes it, or makes it 
     reused = cached(path, key, build, what="the run")
 
 Two kinds of output:
-- a file (`complete` None): its stamp, PATH.json, holds the key. The file is reused when it is
-  there with a stamp holding the key. Otherwise the stamp is removed, `build()` writes the file
-  (resuming from partial state it keys itself, e.g. a scorer's shards) and the stamp is written
-  after it (atomically): a kill at any point never leaves an output beside a stamp not its own.
+- a file (`complete` None): its stamp, PATH.json, holds the key and the file's own size and
+  sha256 (OUTPUT_DIGEST). The file is reused when it is there with a stamp holding the key and
+  its digest: a file emptied, cut or edited since is made anew (a line says why). Otherwise the
+  stamp is removed, `build()` writes the file (resuming from partial state it keys itself, e.g. a
+  scorer's shards) and the stamp is written after it (atomically): a kill at any point never
+  leaves an output beside a stamp not its own.
 - a directory (`complete` given; `stamp` a file inside it, by default stage.json): the key is recorded in the stamp before
   the build writes anything else (by the cache, or by the build itself with `records_key`, as a
   trainer records recipe.json once it has checked MODEL_DIR), and `complete(path)` says whether a
@@ -18,7 +20,9 @@ Two kinds of output:
   (`t5rank.files.move_aside`, replacing an older one there; nothing is deleted) and made anew.
 
 The stamp matches when it holds every entry of the key (it may hold more, e.g. recipe.json's gin
-text beside its hash).
+text beside its hash). A directory's stamp holds no digest of its files: its `complete` checks
+what it needs (a teacher directory's scores against teacher.json's hash; a checkpoint's files
+against its manifest whenever it is loaded). A stamp that is not JSON is refused, naming it.
 """
 
 from __future__ import annotations
@@ -27,10 +31,15 @@ import json
 import os
 from typing import Any, Callable, Mapping, Optional
 
-from t5rank.files import atomic_write, move_aside, read_json
+from t5rank.files import atomic_write, move_aside, read_json, sha256_file
 
 
 DIRECTORY_STAMP = "stage.json"  # a directory's stamp unless its stage names another
+OUTPUT_DIGEST = "output_file"  # in a file's stamp: {"bytes": its size, "sha256": its hash}
+
+
+def _digest(path: str) -> dict:
+  return {"bytes": os.path.getsize(path), "sha256": sha256_file(path)}
 
 
 def _matches(saved: Optional[dict], key: Mapping[str, Any]) -> bool:
@@ -47,16 +56,23 @@ def cached(path: str, key: Mapping[str, Any], build: Callable[[], Any], *, what:
   first."""
   key = json.loads(json.dumps(key))  # as it reads back (tuples are lists)
   stamp = stamp or (path + ".json" if complete is None else os.path.join(path, DIRECTORY_STAMP))
-  saved = read_json(stamp)
+  try:
+    saved = read_json(stamp)
+  except ValueError as e:  # not written by t5rank (its stamps are written whole): said, not guessed
+    raise ValueError(f"{e}; it is the stamp of {what}: remove it to make {what} anew") from None
   same = _matches(saved, key)
   if complete is None:
     if same and not rebuild and os.path.isfile(path):
-      return True
+      if saved.get(OUTPUT_DIGEST) == _digest(path):
+        return True
+      print(f"{path} is not the file its stamp {os.path.basename(stamp)} records (" + (
+          "which records none: an earlier t5rank's" if OUTPUT_DIGEST not in saved
+          else "emptied, cut or edited since") + f"); making {what} anew", flush=True)
     if os.path.exists(stamp):  # gone before the output is rewritten, back after it is whole
       os.remove(stamp)
     build()
     with atomic_write(stamp) as f:
-      json.dump(key, f, indent=1)
+      json.dump({**key, OUTPUT_DIGEST: _digest(path)}, f, indent=1)
     return False
   problem = None
   if same and not rebuild:

@@ -158,6 +158,29 @@ def params_fingerprint(params) -> str:
   return h.hexdigest()
 
 
+# options that make the run from the scores, not the scores themselves; and those that change
+# neither (the run's tag, the devices the scores are computed on)
+RUN_OPTIONS = ("aggregation", "pair_aggregation", "skip_missing")
+NEUTRAL_OPTIONS = ("tag", "mesh_shape")
+
+
+def scoring_key(reranker: Reranker, params, options: ScoringOptions, *, model_id: str) -> dict:
+  """What a scoring's scores depend on besides the pairs and their texts (and first-stage scores),
+  as JSON values: the weights (`model_id` and `params_fingerprint`), every setting the reranker
+  scores them with (`reranker.fingerprint()`: its config, vocabulary and, for monoT5, target
+  words, max_length and whether the BM25 score is in the input, as the checkpoint's metadata or
+  t5rank.json say) and every option but `RUN_OPTIONS` and `NEUTRAL_OPTIONS`, `batch_tokens`
+  resolved on this host's mesh. The scorer's shards and a cascade stage's stamp are both keyed on
+  it, so that neither reuses scores the other would make anew."""
+  key = {"weights": model_id, "params_sha256": params_fingerprint(params),
+         **reranker.fingerprint(), **dataclasses.asdict(options),
+         "batch_tokens": options.batch_tokens or default_batch_tokens(
+             scoring_mesh(options.mesh_shape))}
+  for name in RUN_OPTIONS + NEUTRAL_OPTIONS:
+    key.pop(name)
+  return key
+
+
 def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
                      corpus: Mapping[str, Document], candidates: Run, output: str,
                      options: ScoringOptions = ScoringOptions(),
@@ -186,12 +209,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
-  batch_tokens = options.batch_tokens or default_batch_tokens(mesh)
-  settings = {"weights": model_id, "params_sha256": params_fingerprint(params),
-              **reranker.fingerprint(), **dataclasses.asdict(options), "batch_tokens": batch_tokens}
-  for irrelevant in ("aggregation", "pair_aggregation", "skip_missing", "tag", "mesh_shape"):
-    # they only shape the run
-    settings.pop(irrelevant)
+  settings = scoring_key(reranker, params, options, model_id=model_id)
+  batch_tokens = settings["batch_tokens"]
   if first_stage is not None:  # the scores are part of the inputs
     settings["first_stage_sha256"] = hashlib.sha256(
         json.dumps(sorted((*key, s) for key, s in first_stage.items())).encode()).hexdigest()

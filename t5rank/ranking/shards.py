@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from t5rank.data.readers import Run
-from t5rank.files import atomic_write
+from t5rank.files import atomic_write, read_json
 from t5rank.ranking.candidates import Pair
 from t5rank.ranking.passages import aggregate
 
@@ -128,15 +128,20 @@ def open_shard_directory(directory: str, manifest: Mapping, replace: bool = Fals
   work directory, where an earlier job's shards are stale) another job's shards are removed."""
   path = os.path.join(directory, MANIFEST_FILE)
   if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      found = json.load(f)
+    try:
+      found = read_json(path)
+    except ValueError as e:
+      if not replace:
+        raise ValueError(f"{e}; remove {directory} to start over") from None
+      found = None  # a job's own work directory: stale shards, removed
     if found != json.loads(json.dumps(manifest)) and replace:
       import shutil
 
       shutil.rmtree(directory)
       return open_shard_directory(directory, manifest)
     if found != json.loads(json.dumps(manifest)):
-      before, now = found.get("settings", {}), manifest.get("settings", {})
+      before = found.get("settings", {}) if isinstance(found, dict) else {}
+      now = manifest.get("settings", {})
       differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
       what = (f"different {', '.join(differ)}" if differ
               else "other candidates or texts" if before else "other inputs, model or options")

@@ -38,7 +38,7 @@ import numpy as np
 
 from t5rank.data.analysis import tokenize
 from t5rank.data.readers import Document, Run, document_text
-from t5rank.files import atomic_directory
+from t5rank.files import atomic_directory, read_json
 from t5rank.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
@@ -190,8 +190,11 @@ def open_index(corpus: Mapping[str, Document], directory: str | None, *, k1: flo
   key = index_key(corpus, k1=k1, b=b, language=language)
   key_path = os.path.join(directory, KEY_FILE) if directory else None
   if key_path and os.path.exists(key_path):
-    with open(key_path, encoding="utf-8") as f:
-      saved = json.load(f)
+    try:
+      saved = read_json(key_path)
+    except ValueError as e:
+      raise ValueError(f"{e}; remove {directory} to build the index anew") from None
+    saved = saved if isinstance(saved, dict) else {}
     if saved == key:
       logger.info("loading the index in %s", directory)
       return BM25Index.load(directory)

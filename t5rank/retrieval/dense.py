@@ -27,7 +27,7 @@ import numpy as np
 
 from t5rank.data.readers import Document, Run, document_text
 from t5rank.files import (atomic_directory, atomic_write, check_manifest, file_manifest,
-                          load_array)
+                          load_array, read_json)
 from t5rank.retrieval.base import Retriever
 from t5rank.retrieval.encoders import TextEncoder, load_encoder
 
@@ -59,9 +59,12 @@ def encode_corpus(encoder: TextEncoder, texts: Sequence[str], work_dir: str, *,
   os.makedirs(work_dir, exist_ok=True)
   manifest = os.path.join(work_dir, SHARDS_MANIFEST)
   if os.path.isfile(manifest):
-    with open(manifest) as f:
-      saved = json.load(f)
+    try:
+      saved = read_json(manifest)
+    except ValueError as e:
+      raise ValueError(f"{e}; remove {work_dir} or index into another directory") from None
     if saved != identity:
+      saved = saved if isinstance(saved, dict) else {}
       changed = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
       raise ValueError(f"{work_dir} holds shards of another index (different {changed}); remove "
                        "it or index into another directory")
