@@ -120,3 +120,32 @@ def test_bfloat16_scores_stay_close_and_keep_the_order():
   assert half.dtype == np.float32
   assert np.abs(half - full).max() < 0.05
   assert np.corrcoef(np.argsort(np.argsort(half)), np.argsort(np.argsort(full)))[0, 1] > 0.95
+
+
+def test_a_precision_that_means_nothing_on_a_cpu_is_refused(tmp_path):
+  """`--precision` changes float32 products on a GPU or TPU only: asked for on a CPU, it is
+  refused with one line, from the Python API and the command line, before anything loads."""
+  import subprocess
+  import sys
+
+  import t5rank
+  from t5rank.ranking.devices import precision_problem
+
+  assert precision_problem("tensorfloat32", "gpu") is None
+  assert precision_problem("float32", "cpu") is None and precision_problem(None, "cpu") is None
+  assert "changes nothing on a CPU" in precision_problem("bfloat16", "cpu")
+  with pytest.raises(ValueError, match="precision tensorfloat32 changes nothing on a CPU"):
+    t5rank.load(str(tmp_path / "no-such-model"), precision="tensorfloat32")
+  for name, text in (("q.tsv", "1\tq\n"), ("c.tsv", "d\tt\n"), ("r.run", "1 Q0 d 1 1.0 bm25\n")):
+    (tmp_path / name).write_text(text)
+  result = subprocess.run(
+      [sys.executable, "-m", "t5rank.cli", "score", "--checkpoint", "shipped:monot5",
+       "--queries", str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"),
+       "--run", str(tmp_path / "r.run"), "-o", str(tmp_path / "out.run"),
+       "--precision", "tensorfloat32"], capture_output=True, text=True, timeout=300,
+      env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"})
+  assert result.returncode != 0
+  assert result.stderr.strip().splitlines()[-1] == (
+      "t5rank score: --precision tensorfloat32 changes nothing on a CPU: XLA:CPU computes every "
+      "float32 product in float32; for bfloat16 products ask for the bfloat16 dtype")
+  assert not (tmp_path / "out.run").exists()
