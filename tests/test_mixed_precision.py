@@ -72,8 +72,9 @@ def _computation(hlo: str, name: str) -> str:
 def test_no_weight_matrix_is_converted_in_the_compiled_step(bf16_programs):
   """Each weight matrix (stored in bfloat16) goes straight into a product that reads bfloat16: in
   XLA:CPU's compiled program, a fused matrix product (YNNPACK's) whose operands are bfloat16 and
-  whose result is float32; nothing else reads a kernel. The one other weight read is the
-  embedding table's, by row (a gather)."""
+  whose result is float32, or (the decoder's folded keys and values) a copy laid out per head,
+  in bfloat16; nothing converts a kernel. The one other weight read is the embedding table's, by
+  row (a gather)."""
   _, hlo, config = bf16_programs
   entry = _entry(hlo)
   weights = {}  # parameter name -> type
@@ -83,20 +84,25 @@ def test_no_weight_matrix_is_converted_in_the_compiled_step(bf16_programs):
       weights[m[1]] = m[2]
   assert len(weights) == _weight_matrices(config) - 1  # the vocabulary rows are the embedding's
   assert set(weights.values()) == {"bf16"}
-  readers = 0
+  readers = products = 0
   for line in entry:
     used = [w for w in weights if re.search(re.escape(w) + r"[,)]", line)]
     if not used or " parameter(" in line:
       continue
     readers += len(used)
     calls = re.search(r"calls=(%[\w.]+)", line)
-    assert calls and "__ynn_fusion" in line, line[:200]
+    assert calls, line[:200]
     fused = _computation(hlo, calls[1])
     header = fused.splitlines()[0]
-    assert re.search(r"\(param_0\.\d+: bf16\[[\d,]*\], param_1\.\d+: bf16\[[\d,]*\]\) -> f32\[",
-                     header), header
     assert " convert(" not in fused, fused
+    if "__ynn_fusion" in line:  # the product itself
+      assert re.search(r"\(param_0\.\d+: bf16\[[\d,]*\], param_1\.\d+: bf16\[[\d,]*\]\) -> "
+                       r"f32\[", header), header
+      products += 1
+    else:  # the folded keys' and values' kernels, laid out per head: still bfloat16
+      assert re.search(r"\) -> bf16\[", header) and "encoder_decoder_attention" in line, line[:200]
   assert readers == len(weights)
+  assert products == len(weights) - 2 * config.num_decoder_layers
 
 
 def test_the_old_program_fails_the_check():

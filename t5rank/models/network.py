@@ -73,6 +73,19 @@ class Dense(nn.Module):
                    preferred_element_type=jnp.float32)
 
 
+class Kernel(nn.Module):
+  """A `Dense` layer's kernel itself (the same name, shape and axes), for a product that uses it
+  otherwise than `x @ kernel` (`Attention`'s folded keys and values)."""
+  features: int
+  axes: tuple[str, str]
+  init_scale: float = 1.0
+
+  @nn.compact
+  def __call__(self, in_features: int) -> Array:
+    init = nn.initializers.variance_scaling(self.init_scale, "fan_in", "normal")
+    return _param(self, "kernel", init, (in_features, self.features), self.axes)
+
+
 @functools.lru_cache(maxsize=64)
 def relative_position_buckets(query_length: int, key_length: int, bidirectional: bool,
                               num_buckets: int, max_distance: int) -> np.ndarray:
@@ -131,9 +144,16 @@ class RelativePositionBias(nn.Module):
 
 
 class Attention(nn.Module):
-  """Multi-head dot-product attention without the 1/sqrt(d_kv) scaling (folded into the init)."""
+  """Multi-head dot-product attention without the 1/sqrt(d_kv) scaling (folded into the init).
+
+  With `fold` and one query position (monoT5's single decoder step over the encoder's outputs),
+  keys and values are never projected: per head h, the logits q_h·(H W_k,h)ᵀ are (q_h W_k,hᵀ)·Hᵀ
+  and the output softmax·(H W_v,h) is (softmax·H)·W_v,h, the same numbers (to float rounding) for
+  about 1/d_kv of the projections' work over T_k positions.
+  """
   config: T5Config
   dtype: jnp.dtype
+  fold: bool = False
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, bias: Array, deterministic: bool) -> Array:
@@ -141,9 +161,11 @@ class Attention(nn.Module):
     inner = cfg.num_heads * cfg.d_kv
     dense = functools.partial(Dense, inner, ("embed", "joined_kv"), self.dtype)
     query = dense(name="query", init_scale=1.0 / cfg.d_kv)(inputs_q)  # (B, T_q, H*K)
+    split = lambda x: x.reshape(x.shape[:-1] + (cfg.num_heads, cfg.d_kv))  # (B, T, H, K)
+    if self.fold and inputs_q.shape[1] == 1:
+      return self._folded(split(query[:, 0]), inputs_kv, bias, deterministic)
     key = dense(name="key")(inputs_kv)  # (B, T_k, H*K)
     value = dense(name="value")(inputs_kv)
-    split = lambda x: x.reshape(x.shape[:-1] + (cfg.num_heads, cfg.d_kv))  # (B, T, H, K)
     query, key, value = split(query), split(key), split(value)
     logits = matmul("bqhk,bthk->bhqt", query, key, self.dtype) + bias
     weights = jax.nn.softmax(logits, axis=-1)  # (B, H, T_q, T_k)
@@ -151,6 +173,23 @@ class Attention(nn.Module):
       weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=False)
     out = matmul("bhqt,bthk->bqhk", weights, value, self.dtype)
     out = out.reshape(inputs_q.shape[:-1] + (inner,))
+    return Dense(cfg.d_model, ("joined_kv", "embed"), self.dtype, name="out")(out)
+
+  def _folded(self, query: Array, inputs_kv: Array, bias: Array, deterministic: bool) -> Array:
+    """The one query position's attention over `inputs_kv` (B, T_k, D) with the key and value
+    projections folded into the query and the output (class docstring). `query` is (B, H, K)."""
+    cfg = self.config
+    inner, d_model = cfg.num_heads * cfg.d_kv, inputs_kv.shape[-1]
+    heads = (d_model, cfg.num_heads, cfg.d_kv)
+    w_key = Kernel(inner, ("embed", "joined_kv"), name="key")(d_model).reshape(heads)
+    w_value = Kernel(inner, ("embed", "joined_kv"), name="value")(d_model).reshape(heads)
+    query_keys = matmul("bhk,dhk->bhd", query, w_key, self.dtype)  # (B, H, D)
+    logits = matmul("bhd,btd->bht", query_keys, inputs_kv, self.dtype) + bias[:, :, 0]
+    weights = jax.nn.softmax(logits, axis=-1)  # (B, H, T_k)
+    if not deterministic and cfg.dropout_rate > 0:
+      weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=False)
+    context = matmul("bht,btd->bhd", weights, inputs_kv, self.dtype)  # (B, H, D)
+    out = matmul("bhd,dhk->bhk", context, w_value, self.dtype).reshape(-1, 1, inner)
     return Dense(cfg.d_model, ("joined_kv", "embed"), self.dtype, name="out")(out)
 
 
@@ -204,7 +243,7 @@ class DecoderLayer(nn.Module):
     h = Attention(cfg, self.dtype, name="self_attention")(h, h, self_bias, deterministic)
     y = y + _dropout(cfg, h, deterministic)
     h = norm(name="pre_cross_attention_layer_norm")(y)
-    h = Attention(cfg, self.dtype, name="encoder_decoder_attention")(
+    h = Attention(cfg, self.dtype, fold=True, name="encoder_decoder_attention")(
         h, encoded, cross_bias, deterministic)
     y = y + _dropout(cfg, h, deterministic)
     h = norm(name="pre_mlp_layer_norm")(y)
