@@ -170,6 +170,23 @@ def score_timed(reranker, params, mesh, batches: Sequence[Batch], num_items: int
   return log_p, compile_s, score_s
 
 
+def monot5_flops(config, length: int, *, folded: bool = True) -> int:
+  """The floating-point operations of monoT5's matrix products for one pair of `length` input
+  tokens (what a perfect implementation must execute; 2 per multiply-add): the encoder's
+  projections, attention and feed-forward over `length` positions, one decoder step (its
+  cross-attention's keys and values folded into the query and output, `folded`, as
+  `t5rank.models.network.Attention` does, or projected at every encoder position), and the two
+  vocabulary rows. Norms, softmax and activations (a few per element) are left out."""
+  d, h, k, f, n = config.d_model, config.num_heads, config.d_kv, config.d_ff, length
+  inner = h * k
+  mlp = (3 if config.feed_forward == "gated-gelu" else 2) * d * f  # multiply-adds per position
+  encoder = n * (4 * d * inner + mlp) + 2 * n * n * inner
+  cross = 2 * d * inner + (h * k * d + 2 * h * d * n + h * d * k if folded
+                           else 2 * n * d * inner + 2 * n * inner)
+  decoder = 4 * d * inner + 2 * inner + cross + mlp
+  return 2 * (config.num_encoder_layers * encoder + config.num_decoder_layers * decoder + 2 * d)
+
+
 def score_step_rate(name: str, batch: int, length: int, repeats: int,
                     dtypes: tuple[str, ...] = ("float32", "bfloat16")) -> list[dict]:
   """One row per dtype: monoT5's scoring step (`t5rank.models.monot5.score_step`) of the model config

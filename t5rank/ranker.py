@@ -189,7 +189,7 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None, 
   `length_bucket` and `mesh` (data, model)."""
   from t5rank.checkpoints.resolved import resolve
   from t5rank.models.loading import load_reranker
-  from t5rank.ranking.devices import use_cpu_devices
+  from t5rank.ranking.devices import precision_problem, use_cpu_devices
 
   if precision is not None and precision not in PRECISIONS:
     raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -207,6 +207,11 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None, 
     use_cpu_devices(None)
   finally:
     devices_logger.setLevel(level)
+  import jax
+
+  problem = precision_problem(precision, jax.devices()[0].platform)
+  if problem:
+    raise ValueError(problem)
   resolved = resolve(checkpoint)
   if isinstance(targets, str) and "," in targets:
     targets = tuple(targets.split(",", 1))

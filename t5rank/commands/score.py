@@ -106,9 +106,11 @@ def add_parser(subparsers) -> None:
                  "instructions (avx512_bf16, amx_bf16) bfloat16 is emulated, slower: the command "
                  "says so")
   p.add_argument("--precision", choices=scorer.PRECISIONS,
-                 help="matrix products: float32 (full float32 on every backend), tensorfloat32 "
-                 "(TF32 on an NVIDIA GPU: faster, about 3 decimal digits) or bfloat16 (default: "
-                 "bfloat16 with --dtype bfloat16, else float32)")
+                 help="float32 matrix products on a GPU or TPU: float32 (full float32), "
+                 "tensorfloat32 (TF32 on an NVIDIA GPU: faster, about 3 decimal digits) or "
+                 "bfloat16 (default: bfloat16 with --dtype bfloat16, else float32). Refused on a "
+                 "CPU, which computes float32 products in float32 whatever is asked: --dtype "
+                 "bfloat16 gives bfloat16 products there")
   p.add_argument("--mesh", type=mesh_shape, default=ScoringOptions.mesh_shape, metavar="DATA,MODEL",
                  help="device mesh over this host's devices, as in training: parameters are split "
                  "over MODEL by the trainer's logical-axis rules, batches over DATA; -1 = all the "
@@ -165,6 +167,11 @@ def run(args: argparse.Namespace) -> int:
         length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
     if args.depth is not None and args.depth < 1:
       raise ValueError(f"--depth must be positive, got {args.depth}")
+    from t5rank.ranking.devices import precision_problem
+
+    problem = precision_problem(args.precision, jax.devices()[0].platform)
+    if problem:
+      raise ValueError(f"--{problem}")
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     run = read_run(args.run)
     check_finite_run(run, f"--run {args.run}")

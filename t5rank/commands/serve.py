@@ -41,7 +41,8 @@ def add_parser(subparsers) -> None:
   model.add_argument("--dtype", choices=("float32", "bfloat16"),
                      help="cast the parameters and activations (default: as stored)")
   model.add_argument("--precision", choices=scorer.PRECISIONS,
-                     help="matrix products (default: bfloat16 with --dtype bfloat16, else float32)")
+                     help="float32 matrix products on a GPU or TPU (as t5rank score's; refused on a "
+                     "CPU; default: bfloat16 with --dtype bfloat16, else float32)")
   model.add_argument("--batch-tokens", type=positive_int,
                      help="padded tokens per batch (default: 2048 per CPU device, 131072 per "
                           "GPU, 16384 per TPU core)")

@@ -7,6 +7,15 @@ maps onto this tree one to one. Every parameter carries logical axis names (`voc
 device mesh.
 
 Shapes: B batch, L encoder length, T decoder length, D d_model, H heads, K d_kv, F d_ff, V vocab.
+
+Precision (`config.dtype`): float32 computes everything in float32. bfloat16 is mixed precision, as
+`torch.autocast` does it: every matrix product (the dense layers, both attention einsums, the
+vocabulary rows) takes bfloat16 operands and accumulates and returns float32
+(`preferred_element_type`), so a CPU with bfloat16 instructions (avx512_bf16, amx_bf16), a GPU and a
+TPU run their bfloat16 kernels and nothing converts a weight matrix to float32 at each call; the
+residual stream, the RMS norms, the softmax and the logits stay float32. Only the operands of
+products are rounded to bfloat16: the normed activations, the attention weights, and the weight
+matrices (stored so by `t5rank.models.reranker.cast_params`).
 """
 
 from __future__ import annotations
@@ -39,11 +48,18 @@ class RMSNorm(nn.Module):
     scale = _param(self, "scale", nn.initializers.ones, (x.shape[-1],), ("embed",))
     x = x.astype(jnp.float32)
     x = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + self.epsilon)
-    return (x * scale).astype(self.dtype)
+    return (x * scale.astype(jnp.float32)).astype(self.dtype)  # the next product's operand
+
+
+def matmul(subscripts: str, a: Array, b: Array, dtype: jnp.dtype) -> Array:
+  """`einsum(subscripts, a, b)` on operands in `dtype`, accumulated and returned in float32 (the
+  module docstring's precision policy)."""
+  return jnp.einsum(subscripts, a.astype(dtype), b.astype(dtype),
+                    preferred_element_type=jnp.float32)
 
 
 class Dense(nn.Module):
-  """A bias-free linear map with a 2-D float32 kernel carrying logical axis names."""
+  """A bias-free linear map with a 2-D kernel carrying logical axis names; float32 out."""
   features: int
   axes: tuple[str, str]
   dtype: jnp.dtype
@@ -53,7 +69,21 @@ class Dense(nn.Module):
   def __call__(self, x: Array) -> Array:
     init = nn.initializers.variance_scaling(self.init_scale, "fan_in", "normal")
     kernel = _param(self, "kernel", init, (x.shape[-1], self.features), self.axes)
-    return jnp.dot(x.astype(self.dtype), kernel.astype(self.dtype))
+    return jnp.dot(x.astype(self.dtype), kernel.astype(self.dtype),
+                   preferred_element_type=jnp.float32)
+
+
+class Kernel(nn.Module):
+  """A `Dense` layer's kernel itself (the same name, shape and axes), for a product that uses it
+  otherwise than `x @ kernel` (`Attention`'s folded keys and values)."""
+  features: int
+  axes: tuple[str, str]
+  init_scale: float = 1.0
+
+  @nn.compact
+  def __call__(self, in_features: int) -> Array:
+    init = nn.initializers.variance_scaling(self.init_scale, "fan_in", "normal")
+    return _param(self, "kernel", init, (in_features, self.features), self.axes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -108,14 +138,22 @@ class RelativePositionBias(nn.Module):
     else:
       relative = key_positions[:, None, :] - query_positions[:, :, None]  # (B, T_q, T_k)
       buckets = table[jnp.clip(relative + query_length - 1, 0, table.shape[0] - 1)]
-    bias = jnp.take(rel_embedding, buckets, axis=1)  # (H, 1|B, T_q, T_k)
-    return jnp.moveaxis(bias, 0, 1).astype(self.dtype)
+    # the (H, buckets) table is widened, not the (H, B, T_q, T_k) bias gathered from it
+    bias = jnp.take(rel_embedding.astype(self.dtype), buckets, axis=1)  # (H, 1|B, T_q, T_k)
+    return jnp.moveaxis(bias, 0, 1)
 
 
 class Attention(nn.Module):
-  """Multi-head dot-product attention without the 1/sqrt(d_kv) scaling (folded into the init)."""
+  """Multi-head dot-product attention without the 1/sqrt(d_kv) scaling (folded into the init).
+
+  With `fold` and one query position (monoT5's single decoder step over the encoder's outputs),
+  keys and values are never projected: per head h, the logits q_h·(H W_k,h)ᵀ are (q_h W_k,hᵀ)·Hᵀ
+  and the output softmax·(H W_v,h) is (softmax·H)·W_v,h, the same numbers (to float rounding) for
+  about 1/d_kv of the projections' work over T_k positions.
+  """
   config: T5Config
   dtype: jnp.dtype
+  fold: bool = False
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, bias: Array, deterministic: bool) -> Array:
@@ -123,15 +161,35 @@ class Attention(nn.Module):
     inner = cfg.num_heads * cfg.d_kv
     dense = functools.partial(Dense, inner, ("embed", "joined_kv"), self.dtype)
     query = dense(name="query", init_scale=1.0 / cfg.d_kv)(inputs_q)  # (B, T_q, H*K)
+    split = lambda x: x.reshape(x.shape[:-1] + (cfg.num_heads, cfg.d_kv))  # (B, T, H, K)
+    if self.fold and inputs_q.shape[1] == 1:
+      return self._folded(split(query[:, 0]), inputs_kv, bias, deterministic)
     key = dense(name="key")(inputs_kv)  # (B, T_k, H*K)
     value = dense(name="value")(inputs_kv)
-    split = lambda x: x.reshape(x.shape[:-1] + (cfg.num_heads, cfg.d_kv))  # (B, T, H, K)
     query, key, value = split(query), split(key), split(value)
-    logits = jnp.einsum("bqhk,bthk->bhqt", query, key).astype(jnp.float32) + bias
-    weights = jax.nn.softmax(logits, axis=-1).astype(self.dtype)  # (B, H, T_q, T_k)
+    logits = matmul("bqhk,bthk->bhqt", query, key, self.dtype) + bias
+    weights = jax.nn.softmax(logits, axis=-1)  # (B, H, T_q, T_k)
     if not deterministic and cfg.dropout_rate > 0:
       weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=False)
-    out = jnp.einsum("bhqt,bthk->bqhk", weights, value).reshape(inputs_q.shape[:-1] + (inner,))
+    out = matmul("bhqt,bthk->bqhk", weights, value, self.dtype)
+    out = out.reshape(inputs_q.shape[:-1] + (inner,))
+    return Dense(cfg.d_model, ("joined_kv", "embed"), self.dtype, name="out")(out)
+
+  def _folded(self, query: Array, inputs_kv: Array, bias: Array, deterministic: bool) -> Array:
+    """The one query position's attention over `inputs_kv` (B, T_k, D) with the key and value
+    projections folded into the query and the output (class docstring). `query` is (B, H, K)."""
+    cfg = self.config
+    inner, d_model = cfg.num_heads * cfg.d_kv, inputs_kv.shape[-1]
+    heads = (d_model, cfg.num_heads, cfg.d_kv)
+    w_key = Kernel(inner, ("embed", "joined_kv"), name="key")(d_model).reshape(heads)
+    w_value = Kernel(inner, ("embed", "joined_kv"), name="value")(d_model).reshape(heads)
+    query_keys = matmul("bhk,dhk->bhd", query, w_key, self.dtype)  # (B, H, D)
+    logits = matmul("bhd,btd->bht", query_keys, inputs_kv, self.dtype) + bias[:, :, 0]
+    weights = jax.nn.softmax(logits, axis=-1)  # (B, H, T_k)
+    if not deterministic and cfg.dropout_rate > 0:
+      weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=False)
+    context = matmul("bht,btd->bhd", weights, inputs_kv, self.dtype)  # (B, H, D)
+    out = matmul("bhd,dhk->bhk", context, w_value, self.dtype).reshape(-1, 1, inner)
     return Dense(cfg.d_model, ("joined_kv", "embed"), self.dtype, name="out")(out)
 
 
@@ -185,7 +243,7 @@ class DecoderLayer(nn.Module):
     h = Attention(cfg, self.dtype, name="self_attention")(h, h, self_bias, deterministic)
     y = y + _dropout(cfg, h, deterministic)
     h = norm(name="pre_cross_attention_layer_norm")(y)
-    h = Attention(cfg, self.dtype, name="encoder_decoder_attention")(
+    h = Attention(cfg, self.dtype, fold=True, name="encoder_decoder_attention")(
         h, encoded, cross_bias, deterministic)
     y = y + _dropout(cfg, h, deterministic)
     h = norm(name="pre_mlp_layer_norm")(y)
@@ -225,7 +283,8 @@ class Encoder(nn.Module):
     bias = bias + RelativePositionBias(
         cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance, cfg.num_heads,
         bidirectional=True, dtype=jnp.float32, name="relpos_bias")(positions, positions, length, length)
-    x = _dropout(cfg, self.shared_embedding(tokens.astype(jnp.int32)), deterministic)  # (B, L, D)
+    x = self.shared_embedding(tokens.astype(jnp.int32)).astype(jnp.float32)  # (B, L, D)
+    x = _dropout(cfg, x, deterministic)
     for i in range(cfg.num_encoder_layers):
       x = EncoderLayer(cfg, dtype, name=f"layers_{i}")(x, bias, deterministic)
     x = RMSNorm(cfg.layer_norm_epsilon, dtype, name="encoder_norm")(x)
@@ -257,19 +316,19 @@ class Decoder(nn.Module):
     cross_bias = attention_mask_bias(query_ok, encoder_tokens > 0,
                                      query_segments=decoder_segment_ids,
                                      key_segments=encoder_segment_ids)
-    y = self.shared_embedding(decoder_input_tokens.astype(jnp.int32))  # (B, T, D)
-    y = _dropout(cfg, y, deterministic)
+    y = self.shared_embedding(decoder_input_tokens.astype(jnp.int32)).astype(jnp.float32)
+    y = _dropout(cfg, y, deterministic)  # (B, T, D)
     for i in range(cfg.num_decoder_layers):
       y = DecoderLayer(cfg, dtype, name=f"layers_{i}")(y, encoded, self_bias, cross_bias,
                                                         deterministic)
-    y = RMSNorm(cfg.layer_norm_epsilon, dtype, name="decoder_norm")(y)
+    y = RMSNorm(cfg.layer_norm_epsilon, jnp.float32, name="decoder_norm")(y)  # scaled in float32
     y = _dropout(cfg, y, deterministic)  # (B, T, D)
     if cfg.scale_decoder_outputs:
       y = y * (cfg.d_model ** -0.5)
     if cfg.tie_embeddings:
       table = self.shared_embedding.embedding  # (V, D)
       rows = table if vocab_ids is None else jnp.take(table, vocab_ids, axis=0)
-      return jnp.einsum("btd,vd->btv", y, rows.astype(dtype)).astype(jnp.float32)
+      return matmul("btd,vd->btv", y, rows, dtype)
     return LogitsDense(cfg.vocab_size, dtype, name="logits_dense")(y, vocab_ids)
 
 
@@ -284,7 +343,8 @@ class LogitsDense(nn.Module):
                     (y.shape[-1], self.vocab_size), ("embed", "vocab"))
     if vocab_ids is not None:
       kernel = jnp.take(kernel, vocab_ids, axis=1)  # (D, n)
-    return jnp.dot(y, kernel.astype(self.dtype)).astype(jnp.float32)
+    return jnp.dot(y.astype(self.dtype), kernel.astype(self.dtype),
+                   preferred_element_type=jnp.float32)
 
 
 class T5(nn.Module):

@@ -47,6 +47,18 @@ def bfloat16_note(dtype: Optional[str], platform: str, flags: Optional[set[str]]
           "faster choice on it")
 
 
+def precision_problem(precision: Optional[str], platform: str) -> Optional[str]:
+  """Why asking for `precision` (`t5rank.ranking.scorer.PRECISIONS`) of float32 matrix products
+  means nothing on `platform`, or None where it means something. XLA:CPU computes every float32
+  product in float32 whatever precision is asked (tensorfloat32 is an NVIDIA GPU's format, and on
+  a TPU both lower precisions take fewer bfloat16 passes); bfloat16 products come from the
+  bfloat16 dtype, which makes every product's operands bfloat16 (`t5rank.models.network`)."""
+  if precision in (None, "float32") or platform != "cpu":
+    return None
+  return (f"precision {precision} changes nothing on a CPU: XLA:CPU computes every float32 "
+          "product in float32; for bfloat16 products ask for the bfloat16 dtype")
+
+
 def use_cpu_devices(count: Optional[int] = None) -> int:
   """Makes JAX's CPU backend `count` devices (default: one per core of `cpu_cores`); returns the
   count in effect. The scorer splits each batch over the devices, so on a CPU the batch runs as
