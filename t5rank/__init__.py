@@ -1,7 +1,11 @@
 """t5rank: neural reranking (monoT5 first) in JAX, one package per stage of the pipeline.
 
-    data/ ─► retrieval/ (first stage) ─► models/ (rerankers) ─► ranking/ (the scorer) ─► evaluation/
-    training/ trains the models; commands/ is the `t5rank` command; pipelines/ the end-to-end jobs.
+The layers, each importing only those before it (the arrow: "is used by"):
+
+    files, checkpoints/ (files of any model) ─► models/ (the networks, rerankers, their weights)
+      ─► data/ and retrieval/ (texts, the first stage) ─► evaluation/ (metrics)
+      ─► ranking/ (the scorer) ─► training/, ranker (`t5rank.load`), serving/ (`t5rank serve`)
+      ─► pipelines/ (the end-to-end jobs) ─► commands/ (the `t5rank` command)
 
 Every reranker is a `t5rank.models.reranker.Reranker` (monoT5: `t5rank.models.monot5.MonoT5`), every
 first stage a `t5rank.retrieval.base.Retriever` (BM25: `t5rank.retrieval.bm25.BM25`). From Python:
