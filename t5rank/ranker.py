@@ -10,7 +10,7 @@ CrossEncoder.
 Scores are those `t5rank score` writes for the same pairs with the same options (monoT5: log
 P(true), the best window's for a long text; duoT5: the aggregation of its ordered pairs; TK and
 the dual encoder: their own scores): the same code plans, encodes, batches and ranks them
-(`t5rank.ranking.scorer.plan_job`). The parameters are placed on the devices once, when the ranker
+(`t5rank.ranking.jobs.plan_job`). The parameters are placed on the devices once, when the ranker
 is made; a call whose batches have shapes seen before compiles nothing.
 """
 

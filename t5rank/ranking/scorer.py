@@ -63,7 +63,7 @@ class ScoringOptions:
   `precision` that of matrix products (`PRECISIONS`); `length_bucket` the multiple lengths are
   padded to (None: the reranker's own); `depth` how many of each query's best candidates are
   reranked (None: all; the rest stay below, in the run's order); `pair_aggregation` how a pairwise
-  reranker's pairs make a candidate's score (`t5rank.models.duot5.AGGREGATIONS`)."""
+  reranker's pairs make a candidate's score (`t5rank.ranking.pairwise.AGGREGATIONS`)."""
   aggregation: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE
