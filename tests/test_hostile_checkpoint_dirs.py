@@ -1,14 +1,20 @@
 """Checkpoint directories, safetensors files and Hub ids that someone else wrote (issue #66): one
 test per finding, each failing before its fix. A directory's weights are read from inside it (or,
-for a Hub snapshot, from its repository's cache folder), a safetensors header is parsed once, and
-what a file says about itself reaches the user escaped and bounded, in one line."""
+for a Hub snapshot, from its repository's cache folder), a Hub revision stays inside the cache,
+every Hub call has a timeout, a safetensors header is parsed once, and what a file says about
+itself reaches the user escaped and bounded, in one line."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
+import socket
 import struct
+import threading
+import time
+import urllib.parse
 import warnings
 
 import numpy as np
@@ -17,6 +23,7 @@ from safetensors.numpy import load_file, save_file
 
 from t5rank import cli
 from t5rank.checkpoints.formats import detect_format
+from t5rank.checkpoints.locate import HubError, local_path
 from t5rank.checkpoints.tree import CheckpointError
 from t5rank.checkpoints.untrusted import quote
 from t5rank.models.t5_weights import load_checkpoint
@@ -143,6 +150,111 @@ def test_a_sharded_hub_snapshot_still_reads_its_blobs(tmp_path):
   _, expected = load_checkpoint(GOLDEN)
   np.testing.assert_array_equal(params["token_embedder"]["embedding"],
                                 expected["token_embedder"]["embedding"])
+
+
+# ------------------------------------------------------------------------------------ finding 2
+
+
+def test_a_hub_revision_never_leaves_the_cache(tmp_path, monkeypatch):
+  cache = tmp_path / "hub"
+  make_hub_cache(str(cache), REPO, {"config.json": os.path.join(GOLDEN, "config.json")})
+  shutil.copytree(GOLDEN, tmp_path / "elsewhere")  # a model outside the cache
+  # a file in the cache that names a directory outside it, relative to the repo's snapshots/
+  (cache / "x").write_text(os.path.join("..", "..", "..", "elsewhere"))
+  monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+  monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+  monkeypatch.chdir(tmp_path)
+  for revision in ("../../x", "refs/../../../x", "/x", "main/", ".hidden", "a..b", "v1.lock"):
+    with pytest.raises(HubError, match="not a branch, tag or commit") as e:
+      local_path(f"{REPO}@{revision}")
+    assert "\n" not in str(e.value)
+  # a valid ref whose cached commit climbs out
+  (cache / f"models--{REPO.replace('/', '--')}" / "refs" / "main").write_text(
+      os.path.join("..", "..", "..", "elsewhere"))
+  with pytest.raises(HubError, match="outside the Hugging Face cache"):
+    local_path(REPO)
+
+
+# ------------------------------------------------------------------------------------ finding 7
+
+
+def test_a_hub_that_never_answers_is_refused_within_its_timeout(tmp_path, monkeypatch):
+  with socket.socket() as server:  # accepts (the kernel completes the handshake), never answers
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")  # the user's override, honoured
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    start = time.monotonic()
+    result = read_bounded("from t5rank.checkpoints.locate import local_path\n"
+                          "local_path('castorini/not-cached')", str(tmp_path), seconds=30)
+    elapsed = time.monotonic() - start
+  message = one_line_error(result)
+  assert "castorini/not-cached" in message and "HF_HUB_ETAG_TIMEOUT" in message, message
+  assert elapsed < 15, elapsed
+
+
+def fake_hub(files: dict, repo: str, commit: str = "b" * 40):
+  """A local HTTP server answering as the Hub does for `repo` holding `files` ({name: bytes}):
+  its listing (model_info) and each file's metadata and bytes. Returns the server, serving."""
+  class Hub(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+      pass
+
+    def file(self):
+      path = urllib.parse.unquote(urllib.parse.urlparse(self.path).path)
+      prefix = f"/{repo}/resolve/"
+      return files.get(path[len(prefix):].split("/", 1)[-1]) if path.startswith(prefix) else None
+
+    def answer(self, body, **headers):
+      self.send_response(200 if body is not None else 404)
+      for key, value in {"Content-Length": len(body or b""), **headers}.items():
+        self.send_header(key, str(value))
+      self.end_headers()
+
+    def do_HEAD(self):
+      data = self.file()
+      self.answer(data, **{"X-Repo-Commit": commit, "ETag": f'"{len(data or b"")}"'})
+
+    def do_GET(self):
+      if self.path.startswith(f"/api/models/{repo}"):
+        listing = json.dumps({"id": repo, "sha": commit,
+                              "siblings": [{"rfilename": name} for name in files]}).encode()
+        self.answer(listing, **{"Content-Type": "application/json"})
+        self.wfile.write(listing)
+        return
+      self.do_HEAD()
+      self.wfile.write(self.file() or b"")
+
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  return server
+
+
+def test_a_hub_download_fetches_only_what_a_reranker_reads(tmp_path, monkeypatch):
+  files = {name: open(os.path.join(GOLDEN, name), "rb").read()
+           for name in ("config.json", "model.safetensors", "reference.json")}
+  server = fake_hub(files, REPO)
+  try:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    result = read_bounded(
+        "import os\n"
+        "from t5rank.checkpoints.locate import local_path\n"
+        f"snapshot = local_path({REPO!r})\n"
+        "assert sorted(os.listdir(snapshot)) == ['config.json', 'model.safetensors'], snapshot\n"
+        "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+        f"assert local_path({REPO!r}) == snapshot  # refs/main written: found again offline\n",
+        str(tmp_path), seconds=30)
+  finally:
+    server.shutdown()
+  assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
 # ------------------------------------------------------------------------------------ finding 8
