@@ -16,17 +16,26 @@ model, `t5rank.json` and ONE weights format (the first the repository has of saf
 `flax_model.msgpack`, `pytorch_model.bin`, each whole or sharded). With `HF_HUB_OFFLINE=1` nothing
 is downloaded, and an id that is not cached is refused with one line saying how to fetch it.
 
+A revision is a branch, tag or commit by git's rules (no `..`, no part that starts with `.`, no
+leading or trailing `/`), and the directory the cache resolves it to must lie inside the cache's
+snapshots of that repository, whatever its refs files say. Every request to the Hub has
+huggingface_hub's own time limits, which its environment variables set: `HF_HUB_ETAG_TIMEOUT`
+(seconds, default 10) for the listing and each file's metadata, `HF_HUB_DOWNLOAD_TIMEOUT` (default
+10) for a stalled download; a Hub that does not answer is refused with one line.
+
 Commands resolve a name here before they check their outputs against their inputs, so that no
 output can land inside a checkpoint given by name.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from typing import Optional
 
 from t5rank.checkpoints import shipped
+from t5rank.checkpoints.untrusted import quote
 
 HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./-]+))?",
                     re.ASCII)
@@ -90,14 +99,19 @@ def hub_snapshot(repo: str, revision: Optional[str] = None) -> str:
   or one downloaded into the cache with only the files a reranker reads (module docstring)."""
   try:
     import huggingface_hub
+    from huggingface_hub import constants
   except ImportError:
     raise HubError(f"{repo} looks like a Hugging Face Hub id, but huggingface_hub is not "
                    "installed (pip install huggingface-hub)") from None
   cache = hub_cache()
   label = repo + (f"@{revision}" if revision else "")
+  if revision is not None:
+    check_revision(revision, label)
   try:
-    return huggingface_hub.snapshot_download(repo, revision=revision, cache_dir=cache,
-                                             local_files_only=True)
+    return _inside_cache(huggingface_hub.snapshot_download(
+        repo, revision=revision, cache_dir=cache, local_files_only=True), cache, repo, label)
+  except HubError:
+    raise
   except Exception:  # not in the cache (huggingface_hub's LocalEntryNotFoundError and kin)
     pass
   fetch = (f"`hf download {repo} {' '.join(HUB_FILES[:2])} model.safetensors"
@@ -106,27 +120,75 @@ def hub_snapshot(repo: str, revision: Optional[str] = None) -> str:
   if _offline():
     raise HubError(f"{label} is neither a local directory nor in the Hugging Face cache {cache}, "
                    f"and HF_HUB_OFFLINE is set: fetch it first, e.g. {fetch}")
+  timeout = constants.HF_HUB_ETAG_TIMEOUT
   try:
-    # model_info: one request (the file listing retries for half a minute without a network)
-    info = huggingface_hub.model_info(repo, revision=revision)
+    info = huggingface_hub.model_info(repo, revision=revision, timeout=timeout)
     files = [sibling.rfilename for sibling in info.siblings or ()]
     patterns = [*HUB_FILES, *weight_patterns(files, label)]
-    return huggingface_hub.snapshot_download(repo, revision=revision, cache_dir=cache,
-                                             allow_patterns=patterns)
+    paths = [huggingface_hub.hf_hub_download(repo, name, revision=revision, cache_dir=cache,
+                                             etag_timeout=timeout)
+             for name in files
+             if "/" not in name and any(fnmatch.fnmatch(name, p) for p in patterns)]
   except HubError:
     raise
   except Exception as e:  # no network, no such repository, a gated one: the client's own words
+    if _timed_out(e):
+      raise HubError(
+          f"{label} is neither a local directory nor in the Hugging Face cache {cache}, and the "
+          f"Hub did not answer within {timeout:g} s ({type(e).__name__}); give it longer with "
+          "HF_HUB_ETAG_TIMEOUT=SECONDS (HF_HUB_DOWNLOAD_TIMEOUT for a slow download), or fetch "
+          f"it with {fetch}") from None
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     raise HubError(f"{label} is neither a local directory nor in the Hugging Face cache {cache}, "
-                   f"and downloading it failed ({type(e).__name__}: {first[:200]}); fetch it "
+                   f"and downloading it failed ({type(e).__name__}: {quote(first, 200)}); fetch it "
                    f"with {fetch}") from None
+  snapshots = {os.path.dirname(path) for path in paths}
+  if len(snapshots) != 1:
+    raise HubError(f"{label} changed on the Hub while it was downloaded (its files come from "
+                   f"{len(snapshots)} commits): run again")
+  return _inside_cache(snapshots.pop(), cache, repo, label)
+
+
+def check_revision(revision: str, label: str) -> None:
+  """Refuses `revision` (of Hub id `label`) unless it is a branch, tag or commit name by git's
+  rules (`git check-ref-format`): no `..`, no empty part (a leading, trailing or double `/`), no
+  part that starts with `.` or ends with `.` or `.lock`, no leading `-`."""
+  parts = revision.split("/")
+  if (".." in revision or revision.startswith("-")
+      or any(not part or part.startswith(".") or part.endswith((".", ".lock")) for part in parts)):
+    raise HubError(f"{label}: {quote(revision)} is not a branch, tag or commit name (no '..', no "
+                   "part starting with '.' or ending with '.' or '.lock', no leading, trailing or "
+                   "double '/')")
+
+
+def _inside_cache(path: str, cache: str, repo: str, label: str) -> str:
+  """`path`, the snapshot directory huggingface_hub gave for `label`, after checking that it lies
+  inside the cache's snapshots of `repo` (a refs file can name any directory)."""
+  snapshots = os.path.realpath(os.path.join(cache, f"models--{repo.replace('/', '--')}",
+                                            "snapshots"))
+  real = os.path.realpath(path)
+  if os.path.dirname(real) != snapshots:
+    raise HubError(f"{label} resolves to {quote(real, 160)}, outside the Hugging Face cache's "
+                   f"snapshots of {repo} ({snapshots}): its refs file is damaged; delete it and "
+                   "fetch the revision again")
+  return path
+
+
+def _timed_out(error: BaseException) -> bool:
+  """Whether `error`, or an error it was raised from, is a network time-out (httpx's or
+  requests', whichever huggingface_hub uses)."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if any("Timeout" in kind.__name__ for kind in type(error).__mro__):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
 
 
 def weight_patterns(files: list[str], label: str) -> tuple[str, ...]:
   """The file patterns of the first weights format (HUB_WEIGHTS' order) that `files` (a
   repository's listing) holds."""
-  import fnmatch
-
   for patterns in HUB_WEIGHTS:
     if any(fnmatch.fnmatch(f, p) for f in files for p in patterns):
       return patterns

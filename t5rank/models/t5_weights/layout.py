@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from t5rank.checkpoints.tree import CheckpointError, Params, Shape, flatten, unflatten
+from t5rank.checkpoints.untrusted import quote
 from t5rank.models.config import CONFIGS, T5Config
 
 MAX_LISTED = 12  # tensors named per kind of problem in one error message
@@ -123,9 +124,10 @@ def import_tensors(source: str, shapes: Mapping[str, Shape], read: Callable[[str
   expected = {theirs: ours[name][::-1] if transpose else ours[name]
               for name, (theirs, transpose) in names.items()}
   missing = [f"{n!r} (expected shape {s})" for n, s in expected.items() if n not in shapes]
-  misshaped = [f"{n!r}: expected shape {s}, got {tuple(shapes[n])}" for n, s in expected.items()
+  misshaped = [f"{n!r}: expected shape {s}, got {_shape(shapes[n])}" for n, s in expected.items()
                if n in shapes and tuple(shapes[n]) != s]
-  unexpected = [f"{n!r} {tuple(shapes[n])}" for n in sorted(shapes)
+  # names and shapes from the file: escaped and bounded
+  unexpected = [f"{quote(n)} {_shape(shapes[n])}" for n in sorted(shapes)
                 if n not in expected and not ignore(n)]
   problems = [(kind, items) for kind, items in
               (("missing", missing), ("misshaped", misshaped), ("unexpected", unexpected)) if items]
@@ -140,6 +142,14 @@ def import_tensors(source: str, shapes: Mapping[str, Shape], read: Callable[[str
     value = np.asarray(read(theirs)).astype(np.float32)
     flat[name] = np.ascontiguousarray(value.T) if transpose else value
   return unflatten(flat)
+
+
+def _shape(shape: Any) -> str:
+  """A shape as a file states it, printed as a tuple when short, else through `quote`."""
+  shape = tuple(shape)
+  if len(shape) <= 4 and all(isinstance(d, int) and 0 <= d < 10**12 for d in shape):
+    return str(shape)
+  return quote(shape)
 
 
 def export_tensors(params: Mapping[str, Any], config: T5Config,
