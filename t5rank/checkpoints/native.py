@@ -25,6 +25,10 @@ CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
 MANIFEST_FILE = "manifest.json"
 
+# The family of a checkpoint whose files name none (every Hugging Face, Mesh TF and t5x T5): the
+# one place this default is written (`t5rank.checkpoints.resolved`, `t5rank.models.registry`).
+DEFAULT_FAMILY = "monot5"
+
 
 def is_native_checkpoint(directory: str) -> bool:
   """Whether `directory` holds a t5rank checkpoint written by `save_checkpoint`."""
@@ -117,7 +121,7 @@ def restore_model(directory: str, config_class: type, model: str,
   (`check_files`)."""
   config_path = config_file(directory)
   metadata = read_metadata(directory) if metadata is None else metadata
-  found = metadata.get("model", "monot5")
+  found = metadata.get("model", DEFAULT_FAMILY)
   if found != model:
     raise ValueError(f"{directory} is a {found} checkpoint, not a {model} one")
   config = _read_config(config_path, config_class)

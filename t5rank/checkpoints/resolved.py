@@ -31,7 +31,6 @@ from t5rank.checkpoints import native
 from t5rank.checkpoints.formats import detect_format
 from t5rank.checkpoints.locate import local_path
 
-DEFAULT_FAMILY = "monot5"  # the family of a checkpoint whose files name none
 # beside the weights of a checkpoint in a format with no room for them (Hugging Face): how to score
 # it; `t5rank convert` writes it
 RERANKER_CONFIG = "t5rank.json"
@@ -121,14 +120,14 @@ def resolve(name: Union[str, Checkpoint]) -> Checkpoint:
     # the trainer's checkpoints (a task_name) state monoT5 by saying no other; one converted by an
     # earlier t5rank from a Hugging Face duoT5 may say nothing
     stated = "model" in metadata or "task_name" in metadata
-    family = metadata.get("model", DEFAULT_FAMILY)
+    family = metadata.get("model", native.DEFAULT_FAMILY)
   else:
     if os.path.isdir(path):
       beside = _json_object(os.path.join(path, RERANKER_CONFIG), required=False)
     if kind == "hf":
       hf_config = _json_object(os.path.join(path, HF_CONFIG), required=True)
     stated = "model" in beside
-    family = beside.get("model", DEFAULT_FAMILY)
+    family = beside.get("model", native.DEFAULT_FAMILY)
   return Checkpoint(name=name, path=path, format=kind, metadata=metadata, digests=digests,
                     beside=beside,
                     hf_config=hf_config, family=family, family_stated=stated)

@@ -79,10 +79,8 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-  from t5rank.models.loading import load_reranker
-  from t5rank.files import atomic_write
   from t5rank.models import registry
-  from t5rank.models.tk_explain import render_html, render_png
+  from t5rank.models.loading import load_reranker
 
   png = _png(args)
   query, documents = _inputs(args)
@@ -91,13 +89,8 @@ def run(args: argparse.Namespace) -> int:
   if family.explain is None:
     explainable = [f.name for f in registry.families() if f.explain]
     raise SystemExit(f"t5rank explain: {args.checkpoint} is a {reranker.name} checkpoint; "
-                     f"explanations are of {', '.join(explainable)} (its kernels)")
-  explanations = family.part("explain")(reranker, params, query, documents)
-  mus = reranker.config.kernel_mus
-  with atomic_write(args.output) as f:
-    f.write(render_html(query, explanations, mus))
-  render_png(png, query, explanations, mus)
-  for e in explanations:
-    print(f"{e.docid}: s = {e.score:.4f} (s_log {e.s_log:.4f}, s_len {e.s_len:.5f})")
+                     f"explanations are of {', '.join(explainable)} models")
+  for line in family.part("explain")(reranker, params, query, documents, args.output, png):
+    print(line)
   print(f"wrote {args.output} and {png}")
   return 0

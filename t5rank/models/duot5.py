@@ -91,6 +91,7 @@ class DuoT5(MonoT5):
   scored and a candidate's score aggregates its pairs."""
 
   name = "duot5"
+  log_probability = False  # the pair aggregation's sum of probabilities, not a log-probability
   job = "t5rank.ranking.pairwise.PairJob"
 
   def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,

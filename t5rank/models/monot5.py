@@ -67,6 +67,7 @@ class MonoT5(Reranker):
   `score_step`: (log P(positive word), P(positive word))."""
 
   name = "monot5"
+  log_probability = True  # log P(positive word)
 
   def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,
                max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False):

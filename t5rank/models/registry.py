@@ -1,41 +1,51 @@
-"""The one registry of model families: every part of t5rank finds a model here, by name or config.
+"""The one registry of model families: every part of t5rank finds a model here, by name.
 
 A family registers once, at the end of its own module (`register(Family(...))`):
 
-    name        the `model` of its checkpoints' metadata.json ("monot5", "tk", "dual_encoder", ...)
+    name        the `model` of its checkpoints' metadata.json ("monot5", "tk", "dual_encoder", ...):
+                what the family is called everywhere, never inferred from its config class
     config      its config class (JSON round trip, the trainer's `model_config`)
-    reranker    its `Reranker` class (`t5rank score`, training-time evaluation, the cascade)
+    reranker    its `Reranker` class, which states what it can do (`Reranker.log_probability`, its
+                scoring `job`): `t5rank score`, training-time evaluation, the cascade, the service
     trainable   its `Trainable` (`t5rank.training`), by dotted name
     loader      the function that builds its `Reranker` and parameters from a resolved checkpoint
                 (`t5rank.checkpoints.resolved.Checkpoint`), defined beside the model and reading
                 the weights through `t5rank.checkpoints` (`t5rank.models.loading.load_reranker`)
     encoder     where it has one, the function that makes its `TextEncoder` for dense retrieval
                 (`t5rank.retrieval.encoders`), by dotted name
-    explain     where it has one, the function that explains its scores (`t5rank explain`)
+    explain     where it has one, `t5rank explain`'s function (reranker, params, query,
+                [(docid, text)], html path, png path) -> lines to print, by dotted name
 
 The parts that live above `t5rank.models` (training, retrieval) are named by their dotted path and
 imported when asked for (`Family.part`), so that `t5rank.models` imports nothing above it and no
-package imports in a circle; the loader is the function itself (`t5rank.checkpoints`, which reads
-the files, lies below `t5rank.models` and imports nothing from it; T5's weights in each format are
-`t5rank.models.t5_weights`, beside the network). Adding a model is its module, its
-`register` call and its module's name in MODULES.
+package imports in a circle; the loader is the function itself.
+
+Families are found without a list kept by hand, on the first lookup: every module of
+`t5rank.models` that calls `register`, every module an installed package names in the entry-point
+group `t5rank.models` (a model outside t5rank: `entry_points={"t5rank.models": ["mine =
+mypackage.mymodel"]}` in its setup), and the modules named in the environment variable
+`T5RANK_MODELS` (comma-separated; for a model that is not installed). docs/adding_a_model.md walks
+through adding one.
 
     from t5rank.models import registry
     registry.get("tk").reranker                 # the TK class
     registry.names()                            # every family's name: `--reranker`'s choices
-    registry.of_config(config).part("trainable")  # its Trainable class
+    registry.for_config(config, "duot5").part("trainable")  # its Trainable class
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
+import os
+import pkgutil
 from typing import Any, Callable, Optional
 
-# the modules that register a family; imported on the first lookup
-MODULES = ("t5rank.models.monot5", "t5rank.models.duot5", "t5rank.models.tk_reranker",
-           "t5rank.models.dual_encoder", "t5rank.models.classifier")
-DEFAULT = "monot5"  # the family of a checkpoint whose metadata names none (every HF, Mesh TF, t5x)
+from t5rank.checkpoints.native import DEFAULT_FAMILY
+
+ENTRY_POINTS = "t5rank.models"  # the entry-point group of models outside t5rank
+ENVIRONMENT = "T5RANK_MODELS"  # modules to import for their models, comma-separated
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +54,8 @@ class Family:
   name: str
   config: type
   reranker: type
-  trainable: str
   loader: Callable[..., Any]
+  trainable: Optional[str] = None
   encoder: Optional[str] = None
   explain: Optional[str] = None
   description: str = ""
@@ -71,9 +81,37 @@ def register(family: Family) -> Family:
   return family
 
 
+_LOADED: list[bool] = []
+
+
+def _own_modules() -> list[str]:
+  """The modules of `t5rank.models` that register a family: those whose source calls `register`
+  (read as text, so that modules registering nothing are not imported)."""
+  package = os.path.dirname(__file__)
+  modules = []
+  for info in pkgutil.iter_modules([package]):
+    path = os.path.join(package, info.name + ".py")
+    if not info.ispkg and info.name != "registry" and os.path.isfile(path):
+      with open(path, encoding="utf-8") as f:
+        if "registry.register(" in f.read():
+          modules.append(f"t5rank.models.{info.name}")
+  return sorted(modules)
+
+
 def _load() -> None:
-  for module in MODULES:
+  """Imports every module that registers a family (module docstring), once."""
+  if _LOADED:
+    return
+  _LOADED.append(True)
+  for module in _own_modules():
     importlib.import_module(module)
+  for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
+    entry.load()
+  for module in filter(None, (m.strip() for m in os.environ.get(ENVIRONMENT, "").split(","))):
+    try:
+      importlib.import_module(module)
+    except ImportError as e:
+      raise ValueError(f"{ENVIRONMENT} names {module!r}, which cannot be imported ({e})") from None
 
 
 def families() -> list[Family]:
@@ -95,12 +133,26 @@ def get(name: str) -> Family:
   return _FAMILIES[name]
 
 
-def of_config(config: Any) -> Family:
-  """The family whose config class `config` is (the first registered, for a class two families
-  share: monoT5's and duoT5's T5Config trains as monoT5's)."""
+def for_config(config: Any, name: Optional[str] = None) -> Family:
+  """The family of a model `config` being trained or evaluated: the one named `name` (its config
+  class must be `config`'s), else the only family with that config class, else (a class several
+  families share, as T5Config: monoT5, duoT5) the default family, `DEFAULT_FAMILY`, when it is
+  among them; ValueError naming the choices otherwise."""
   _load()
-  for family in _FAMILIES.values():
-    if type(config) is family.config:
+  if name is not None:
+    family = get(name)
+    if type(config) is not family.config:
+      raise ValueError(f"a {name} model has a {family.config.__name__}, not a "
+                       f"{type(config).__name__}")
+    return family
+  matching = [f for f in _FAMILIES.values() if type(config) is f.config]
+  if len(matching) == 1:
+    return matching[0]
+  for family in matching:
+    if family.name == DEFAULT_FAMILY:
       return family
-  raise TypeError(f"no model family has the config {type(config).__name__}; t5rank knows "
-                  f"{', '.join(f.config.__name__ for f in _FAMILIES.values())}")
+  if not matching:
+    raise TypeError(f"no model family has the config {type(config).__name__}; t5rank knows "
+                    f"{', '.join(f.config.__name__ for f in _FAMILIES.values())}")
+  raise ValueError(f"the families {', '.join(f.name for f in matching)} share "
+                   f"{type(config).__name__}: name the one to train")

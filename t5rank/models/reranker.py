@@ -42,6 +42,10 @@ class Reranker(abc.ABC):
   # imports nothing above it). The default scores each candidate's sentence windows and aggregates
   # them (MaxP); duoT5's scores every ordered pair of a query's candidates.
   job: str = "t5rank.ranking.jobs.PassageJob"
+  # What a score means: a log-probability (<= 0; exp gives the probability the service returns as
+  # its normalized score) or any real number, higher better (the service's normalized score is its
+  # sigmoid). Serve and the cascade read it; nothing lists the families of either kind.
+  log_probability: bool = False
 
   @abc.abstractmethod
   def encode(self, queries: Sequence[str], passages: Sequence[str],

@@ -194,3 +194,18 @@ def render_png(path: str, query: str, explanations: Sequence[Explanation],
   with atomic_write(path, "wb") as f:
     fig.savefig(f, format="png", bbox_inches="tight")  # no blank band around the panels
   plt.close(fig)
+
+
+def write_explanations(reranker, params, query: str, documents: Sequence[tuple[str, str]],
+                       html_path: str, png_path: str) -> list[str]:
+  """TK's `t5rank explain`: explains `documents` for `query` (`explain`), writes the page to
+  `html_path` (atomically) and its picture to `png_path`; returns a line per document."""
+  from t5rank.files import atomic_write
+
+  explanations = explain(reranker, params, query, documents)
+  mus = reranker.config.kernel_mus
+  with atomic_write(html_path) as f:
+    f.write(render_html(query, explanations, mus))
+  render_png(png_path, query, explanations, mus)
+  return [f"{e.docid}: s = {e.score:.4f} (s_log {e.s_log:.4f}, s_len {e.s_len:.5f})"
+          for e in explanations]

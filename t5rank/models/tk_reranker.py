@@ -351,5 +351,5 @@ def load_tk(checkpoint: Checkpoint, **options) -> tuple[TK, dict]:
 
 registry.register(registry.Family(
     name=TK.name, config=TKConfig, reranker=TK, trainable="t5rank.training.pairwise.PairwiseTK",
-    loader=load_tk, explain="t5rank.models.tk_explain.explain",
+    loader=load_tk, explain="t5rank.models.tk_explain.write_explanations",
     description="the Transformer-Kernel reranker (Hofstaetter et al. 2019)"))

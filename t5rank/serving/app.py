@@ -61,7 +61,7 @@ class Service:
         "device": f"{ranker.mesh.devices.size}x{ranker.device}",
         "max_length": getattr(reranker, "max_length", None),
         "reads_first_stage_scores": reranker.reads_first_stage,
-        "score": ("log P(relevant); normalized: P" if ranker.family in wire.LOG_PROBABILITY_FAMILIES
+        "score": ("log P(relevant); normalized: P" if wire.is_log_probability(ranker.family)
                   else "the model's score; normalized: sigmoid"),
         "batch_tokens": ranker.batch_tokens, "window": ranker.options.window,
         "depth": ranker.options.depth,

@@ -30,8 +30,6 @@ import math
 import uuid
 from typing import Any, Optional
 
-LOG_PROBABILITY_FAMILIES = ("monot5", "classifier")
-
 
 class RequestError(Exception):
   """A request refused: `status` (400 unreadable, 413 past a limit, 422 not what a field takes)
@@ -119,9 +117,16 @@ def read_cohere(body: dict, limits: Limits) -> Query:
                return_texts=_flag(body, "return_documents"), raw_scores=False)
 
 
+def is_log_probability(family: str) -> bool:
+  """Whether the scores of `family` are log-probabilities (`Reranker.log_probability`)."""
+  from t5rank.models import registry
+
+  return registry.get(family).reranker.log_probability
+
+
 def relevance(score: float, family: str) -> float:
   """The normalized score (module docstring): in (0, 1], in the order of `score`."""
-  if family in LOG_PROBABILITY_FAMILIES:
+  if is_log_probability(family):
     return math.exp(min(score, 0.0))
   return 0.5 * (1.0 + math.tanh(0.5 * score))  # sigmoid, without overflow
 

@@ -217,7 +217,7 @@ class InBatchEval:
   def __call__(self, params, config) -> Mapping[str, float]:
     if config not in self._encoded:
 
-      encoder = registry.of_config(config).part("trainable")(config).text_encoder()
+      encoder = registry.for_config(config).part("trainable")(config).text_encoder()
       self._encoded = {config: [
           (encoder([self.data.questions[self.data.pairs[i][0]] for i in batch],
                    config.max_query_length),

@@ -137,7 +137,7 @@ class RerankEval:
     """The reranker of `config` (its family's, `t5rank.models.registry`), with this evaluation's
     options: vocabulary, target words, input length, BM25 score in the input."""
 
-    return registry.of_config(config).reranker.for_evaluation(
+    return registry.for_config(config).reranker.for_evaluation(
         config, vocab=self.vocab, target_ids=self.target_ids, max_length=self.max_length,
         bm25_in_input=self.bm25_in_input)
 

@@ -88,9 +88,10 @@ def query_document_lengths(model: str, config, feature_lengths: Mapping[str, int
   return wanted
 
 
-def trainable_for(config, optimization) -> Trainable:
-  """The `Trainable` of a model config: its family's (`t5rank.models.registry`), made for a run with
-  `optimization` (`Trainable.from_config`)."""
+def trainable_for(config, optimization, model: Optional[str] = None) -> Trainable:
+  """The `Trainable` of a model config: the family's named `model`, else that of the config's
+  class (`t5rank.models.registry.for_config`), made for a run with `optimization`
+  (`Trainable.from_config`)."""
   from t5rank.models import registry
 
-  return registry.of_config(config).part("trainable").from_config(config, optimization)
+  return registry.for_config(config, model).part("trainable").from_config(config, optimization)

@@ -266,7 +266,7 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
           optimization: Optimization = Optimization(), loop: Loop = Loop(), pack: bool = False,
           mesh_shape: Sequence[int] = (-1, 1), seed: int = 0,
           dataset_fn: Optional[DatasetFn] = None,
-          record: Mapping[str, str] = {}) -> dict[str, float]:
+          record: Mapping[str, str] = {}, model: Optional[str] = None) -> dict[str, float]:
   """Trains `model_config` on `task_name` for `train_steps` steps; returns the last reported
   metrics. The model's `Trainable` (`t5rank.training.trainable.trainable_for`) supplies the loss,
   the parameters, the data and the export: monoT5 for a T5Config, TK for a TKConfig.
@@ -292,6 +292,8 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
       model's (T5: `t5rank.data.training_data.training_dataset`).
     record: {file name: text} written into `model_dir` beside config.json (the gin configuration),
       once `model_dir` is known to be new or to hold this run.
+    model: the family to train, by name (`t5rank.models.registry`); None: the family of
+      `model_config`'s class (monoT5 for a T5Config, `registry.for_config`).
   """
   from clu import metric_writers
 
@@ -301,7 +303,7 @@ def train(*, model_config: Any, task_name: str, feature_lengths: Mapping[str, in
                      "that never trained is not exported")
   check_outputs([Output("MODEL_DIR", model_dir, WORK,
                         holds("checkpoints", "config.json", "config.gin", "final"))], {})
-  model = trainable_for(model_config, optimization)
+  model = trainable_for(model_config, optimization, model)
   model.check(task_name, init, optimization, loop)
   config = model.config
   if dataset_fn is None:
