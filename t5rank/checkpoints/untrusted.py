@@ -62,7 +62,16 @@ def _quote(value: Any, limit: int, depth: int) -> str:
         shown.append(f"{_quote(k, limit // 2, depth - 1)}: {_quote(v, limit // 2, depth - 1)}")
       else:
         shown.append(_quote(item, limit // 2, depth - 1))
-    more = ", ..." if size > _ITEMS else ""
+    more = ", ..." if size > _ITEMS else ("," if kind == "tuple" and size == 1 else "")
     open_, close = {"tuple": "()", "list": "[]", "dict": "{}"}.get(kind, ("{", "}"))
     return _cut(f"{open_}{', '.join(shown)}{more}{close}", limit)
   return f"a value of type {_cut(type(value).__name__, 40)}"
+
+
+def name(value: Any, limit: int = LIMIT) -> str:
+  """A name from a file (a module, a key) as `quote` gives it, without the quotes of a string:
+  `os.system`, not `'os'.'system'`; control characters still escaped, still cut to `limit`."""
+  if isinstance(value, str):
+    text = repr(value[:limit])[1:-1]
+    return _cut(text + ("..." if len(value) > limit else ""), limit)
+  return quote(value, limit)
