@@ -62,7 +62,7 @@ def poly1_softmax(scores: jax.Array, labels: jax.Array, mask: jax.Array,
       l(s, y) = softmax_cross_entropy(s, y) + epsilon * (1 - sum_i y_i / (sum_j y_j) * p_i),
       p_i = e^{s_i} / sum_j e^{s_j}
 
-  `epsilon` 1.0 as Rax's `poly1_softmax_loss` defaults it (gin: `ranking_losses.poly1_softmax.epsilon`).
+  `epsilon` 1.0 as Rax's `poly1_softmax_loss` defaults it (gin: POLY1_EPSILON).
   By hand: s = (ln 2, 0, 0), y = (1, 0, 0), epsilon 1: ln 2 + (1 - 1/2) = 1.193147."""
   scores, labels = scores.astype(jnp.float32), labels.astype(jnp.float32)
   log_p = jnp.where(mask, _masked_log_softmax(scores, mask), 0.0)
