@@ -235,11 +235,13 @@ class Init:
 class Optimization:
   """The update: `learning_rate` (a constant or an optax schedule of the step), `optimizer`
   (learning rate -> optax transformation; T5's Adafactor by default), dropout (replaces the model
-  config's rate; TK has none and refuses it) and the z-loss of the cross-entropy."""
+  config's rate; TK has none and refuses it), the z-loss of the cross-entropy, and the ranking loss
+  of the models trained on lists (RankT5: `t5rank.training.ranking_losses`; None = its default)."""
   learning_rate: LearningRate = 1e-3
   optimizer: Callable[[LearningRate], optax.GradientTransformation] = adafactor
   dropout_rate: float = 0.1
   z_loss: float = 0.0
+  ranking_loss: Optional[Callable[..., Any]] = None
 
 
 @dataclasses.dataclass

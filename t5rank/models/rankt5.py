@@ -1,0 +1,213 @@
+"""RankT5 Encoder-Decoder: T5 that outputs a ranking score, not a word (Zhuang et al., SIGIR 2023,
+"RankT5: Fine-Tuning T5 for Text Ranking with Ranking Losses", section 3.2).
+
+    "Query: q Document: d" (no `Relevant:`, no EOS) -> T5 encoder
+      -> decoder([0]), ONE step -> the logit of the unused token <extra_id_10> (id 32089 in T5's
+         vocabulary) = the score s (a real number; no softmax over target words)
+
+The paper's (2): s = Dense(Dec(Enc(x)))[score token], i.e. the output projection's row of one
+unused token at the first decoder step. What the published code fixes (google/rax
+examples/t5x, the RankT5 authors' T5X recipe, read for this module):
+  - tasks.py `_msmarco_preprocessor`: inputs `tf.strings.join(["Query:", q, "Document:", d], " ")`,
+    targets "<extra_id_10>" for every document, with `add_eos=False` on both features: the input
+    has no EOS, unlike monoT5's;
+  - models.py `RankingEncDecModel._compute_logits`: decoder input 0 (the start id), and the score is
+    the logit of `decoder_target_tokens` (the score token) taken from the full-vocabulary logits.
+Here only that one row of the output projection is computed (`T5.decode(vocab_ids=...)`), which
+gives the same number (tests/test_rankt5.py checks it against the full logits).
+
+`RankT5` is the `Reranker`; `load_rankt5` the family's loader (any T5 checkpoint t5rank reads:
+Google's published t5x checkpoints, gs://t5-data/pretrained_models/t5x/rankt5/{base,large,3B},
+a t5rank export, a Hugging Face directory). A t5x checkpoint does not say what it is: name the
+family (`--reranker rankt5`, `t5rank.load(path, reranker="rankt5")`). `log_probability = False`:
+the score is a logit, the service's normalized score its sigmoid.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from t5rank.checkpoints.resolved import Checkpoint
+from t5rank.models import registry
+from t5rank.models.batching import BUCKET_STEP, bucket_batches
+from t5rank.models.config import T5Config, get_config
+from t5rank.models.inputs import DEFAULT_MAX_LENGTH
+from t5rank.models.network import T5, param_axes
+from t5rank.models.reranker import Batch, Reranker, cast_params
+from t5rank.models.vocab import Vocabulary, load_vocabulary
+
+MODEL_NAME = "rankt5"
+SCORE_TOKEN = "<extra_id_10>"  # google/rax examples/t5x/tasks.py: "an unused token"
+TEMPLATE = "Query: {query} Document: {document}"  # no `Relevant:`, no EOS (module docstring)
+
+
+class RankT5Marks:
+  """The template's fixed words as ids, tokenized once per vocabulary."""
+
+  def __init__(self, vocab: Vocabulary):
+    self.query = vocab.encode("Query:")
+    self.document = vocab.encode("Document:")
+
+
+def rankt5_input(query_ids: Sequence[int], document_ids: Sequence[int], marks: RankT5Marks,
+                 max_length: int) -> list[int]:
+  """Ids of `Query: q Document: d`, at most `max_length` long, without EOS: the document is cut
+  first, a query too long to leave room for the template is cut at its end."""
+  fixed = len(marks.query) + len(marks.document)
+  if fixed >= max_length:
+    raise ValueError(f"max_length {max_length} cannot hold the template and any text ({fixed} "
+                     "tokens: Query: Document:)")
+  query_ids = list(query_ids)[:max_length - fixed]
+  room = max_length - fixed - len(query_ids)
+  return marks.query + query_ids + marks.document + list(document_ids)[:room]
+
+
+def encode_rankt5(vocab: Vocabulary, queries: Sequence[str], documents: Sequence[str],
+                  max_length: int) -> list[list[int]]:
+  """`rankt5_input` of every (query, document) pair, each distinct text tokenized once."""
+  if len(queries) != len(documents):
+    raise ValueError(f"{len(queries)} queries but {len(documents)} documents")
+  marks = RankT5Marks(vocab)
+  distinct_queries = list(dict.fromkeys(queries))
+  query_ids = dict(zip(distinct_queries, vocab.encode_batch(distinct_queries)))
+  distinct_documents = list(dict.fromkeys(documents))
+  document_ids = dict(zip(distinct_documents, vocab.encode_batch(distinct_documents)))
+  return [rankt5_input(query_ids[q], document_ids[d], marks, max_length)
+          for q, d in zip(queries, documents)]
+
+
+def score_token_id(vocab: Vocabulary) -> int:
+  """The id of `<extra_id_10>`: 32089 in T5's vocabulary (32,000 pieces + 100 extra ids, counted
+  down from the top); ValueError for a vocabulary with fewer than 11 extra ids."""
+  if vocab.extra_ids <= 10:
+    raise ValueError(f"RankT5 scores with {SCORE_TOKEN}, but the vocabulary {vocab.path} has "
+                     f"{vocab.extra_ids} extra ids")
+  return vocab.piece_to_id(SCORE_TOKEN)
+
+
+def rankt5_score(params, encoder_input_tokens: jax.Array, *, config: T5Config, score_id: int,
+                 dropout_rng: Optional[jax.Array] = None) -> jax.Array:
+  """(B,) float32 scores of padded ids (B, L): the logit of `score_id` at the first decoder step
+  (paper's (2)). Pure; dropout when `dropout_rng` is given (training)."""
+  tokens = jnp.asarray(encoder_input_tokens)
+  decoder_input = jnp.zeros((tokens.shape[0], 1), jnp.int32)  # the start id 0
+  deterministic = dropout_rng is None
+
+  def one_logit(module: T5):
+    encoded = module.encode(tokens, deterministic=deterministic)  # (B, L, D)
+    return module.decode(encoded, tokens, decoder_input, vocab_ids=jnp.asarray([score_id]),
+                         deterministic=deterministic)  # (B, 1, 1)
+
+  logits = T5(config).apply({"params": params}, method=one_logit,
+                            rngs=None if deterministic else {"dropout": dropout_rng})
+  return logits[:, 0, 0].astype(jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "score_id"))
+def score_step(params, encoder_input_tokens: jax.Array, *, config: T5Config,
+               score_id: int) -> tuple[jax.Array, jax.Array]:
+  """(score, sigmoid(score)), each (B,): `rankt5_score` compiled."""
+  scores = rankt5_score(params, encoder_input_tokens, config=config, score_id=score_id)
+  return scores, jax.nn.sigmoid(scores)
+
+
+class RankT5(Reranker):
+  """RankT5 Encoder-Decoder as a `Reranker`: `Query: q Document: d` cut to `max_length` ids,
+  scored by `score_step`."""
+
+  name = MODEL_NAME
+  log_probability = False  # a logit, any real number
+
+  def __init__(self, config: T5Config, vocab: Vocabulary, *, max_length: int = DEFAULT_MAX_LENGTH):
+    if vocab.vocab_size > config.vocab_size:
+      raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model only "
+                       f"{config.vocab_size} embedding rows; give the vocabulary it was trained "
+                       "with (--vocab)")
+    rankt5_input([], [], RankT5Marks(vocab), max_length)  # refuses a max_length too short
+    self.config = config
+    self.vocab = vocab
+    self.score_id = score_token_id(vocab)
+    self.max_length = max_length
+
+  @property
+  def reads_first_stage(self) -> bool:
+    return False
+
+  def encode(self, queries: Sequence[str], passages: Sequence[str],
+             first_stage: Optional[Sequence[float]] = None) -> list[list[int]]:
+    del first_stage  # RankT5 reads only the texts
+    return encode_rankt5(self.vocab, queries, passages, self.max_length)
+
+  def batches(self, examples: Sequence[Sequence[int]], *, batch_tokens: int,
+              row_multiple: int = 1, length_bucket: Optional[int] = None) -> list[Batch]:
+    return bucket_batches(examples, batch_tokens=batch_tokens, max_length=self.max_length,
+                          row_multiple=row_multiple, step=length_bucket or BUCKET_STEP)
+
+  def score_batch(self, params, arrays):
+    (tokens,) = arrays
+    return score_step(params, tokens, config=self.config, score_id=self.score_id)
+
+  def param_axes(self):
+    return param_axes(self.config)
+
+  def fingerprint(self) -> dict:
+    return {"model": self.name, "config": json.loads(self.config.to_json()),
+            "vocab": self.vocab.sha256, "score_id": self.score_id, "max_length": self.max_length}
+
+  def describe(self) -> str:
+    return (f"RankT5 encoder-decoder ({self.config.num_parameters / 1e6:.1f}M parameters, "
+            f"{self.config.dtype}, score = logit of {SCORE_TOKEN} ({self.score_id}), max_length "
+            f"{self.max_length})")
+
+  @classmethod
+  def for_evaluation(cls, config: T5Config, *, vocab: Vocabulary, max_length: int,
+                     **_) -> "RankT5":
+    """RankT5 as training-time evaluation scores it (target words and BM25 do not apply)."""
+    return cls(config, vocab, max_length=max_length)
+
+
+def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets, bm25_in_input) -> None:
+  """ValueError for monoT5's options, which a RankT5 model does not have."""
+  if targets is not None:
+    raise ValueError(f"{checkpoint.path} is a {family} model: its score is the logit of "
+                     f"{SCORE_TOKEN}, it has no target words (--targets is for monoT5)")
+  if bm25_in_input:
+    raise ValueError(f"{checkpoint.path} is a {family} model, which reads no BM25 score")
+
+
+def load_rankt5(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
+                vocab: Optional[str] = None, dtype: Optional[str] = None,
+                max_length: Optional[int] = None, targets=None,
+                bm25_in_input: Optional[bool] = None) -> tuple[RankT5, Any]:
+  """(RankT5, parameters) of a T5 checkpoint in any format (`config_name` for those without a
+  config: t5x, Mesh TF; Google's RankT5 checkpoints are T5 1.0's architecture, `t5_base`,
+  `t5_large`, `t5_3B`), with the vocabulary it carries (T5's when it names none) and `max_length`
+  as given, else as stored, else 512. `dtype` casts parameters and activations."""
+  from t5rank.models.monot5 import stored_vocabulary
+  from t5rank.models.t5_weights import load_checkpoint
+
+  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input)
+  config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
+  if dtype:
+    config = config.replace(dtype=dtype)
+    params = cast_params(params, dtype)
+  vocabulary = (load_vocabulary(vocab) if vocab is not None
+                else stored_vocabulary(checkpoint, config))
+  try:
+    reranker = RankT5(config, vocabulary,
+                      max_length=max_length or checkpoint.max_length or DEFAULT_MAX_LENGTH)
+  except ValueError as e:
+    raise ValueError(f"{checkpoint.path}: {e}") from None
+  return reranker, params
+
+
+registry.register(registry.Family(
+    name=MODEL_NAME, config=T5Config, reranker=RankT5, loader=load_rankt5,
+    trainable="t5rank.training.listwise.RankT5Listwise",
+    description="T5 scoring with the logit of <extra_id_10> at the first decoder step, trained "
+                "with ranking losses (Zhuang et al. 2023)"))

@@ -1,0 +1,152 @@
+"""RankT5's two families (#70): the Encoder-Decoder's score is the network's logit of <extra_id_10>
+(32089) at the first decoder step of `Query: q Document: d` (no EOS), read from Google's t5x layout;
+the Encoder-only's is a dense layer on the first encoder position; both score through `t5rank.load`
+and `t5rank score`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from t5rank.models.network import T5
+from t5rank.models.vocab import EOS_ID, load_vocabulary
+from t5rank.testing import micro_config, random_params
+
+QUERY = "does car insurance cover theft"
+DOCUMENTS = ["Car insurance covers theft of the car.", "Life insurance pays a death benefit.",
+             "Theft is not covered here."]
+
+
+def by_hand_ids(vocab, query, document):
+  """The input as google/rax examples/t5x/tasks.py writes it: `Query: q Document: d`, no EOS."""
+  return (vocab.encode("Query:") + vocab.encode(query) + vocab.encode("Document:")
+          + vocab.encode(document))
+
+
+def network_logit(config, params, ids, token):
+  """The full network, full vocabulary: the logit of `token` at the first decoder step."""
+  logits = T5(config).apply({"params": params}, jnp.asarray([ids]), jnp.zeros((1, 1), jnp.int32))
+  return float(logits[0, 0, token])
+
+
+def test_the_score_token_is_extra_id_10_and_the_input_has_no_eos():
+  from t5rank.models import rankt5
+
+  vocab = load_vocabulary()
+  assert rankt5.score_token_id(vocab) == 32089  # 32,000 pieces + 100 extra ids - 1 - 10
+  reranker = rankt5.RankT5(micro_config(), vocab, max_length=64)
+  (ids,) = reranker.encode([QUERY], [DOCUMENTS[0]])
+  assert ids == by_hand_ids(vocab, QUERY, DOCUMENTS[0]) and ids[-1] != EOS_ID
+  (cut,) = reranker.encode([QUERY], [" ".join(["theft"] * 100)])
+  assert len(cut) == 64 and cut[:len(ids) - 9] == ids[:len(ids) - 9]  # the document is cut
+
+
+def test_a_t5x_checkpoint_scores_the_logit_of_token_32089(tmp_path):
+  """Google's published layout (t5x, `checkpoint_N/`, T5 1.0's tied embedding), written tiny."""
+  from t5rank.models import rankt5
+  from t5rank.models.t5_weights import load_checkpoint
+  from t5rank.models.t5_weights.t5x import save_t5x_checkpoint
+
+  config = micro_config()
+  params = random_params(config, seed=3)
+  save_t5x_checkpoint(str(tmp_path / "rankt5_base"), params, config, step=1049900)
+  loaded_config, loaded = load_checkpoint(str(tmp_path / "rankt5_base"), config)
+  vocab = load_vocabulary()
+  reranker = rankt5.RankT5(loaded_config, vocab, max_length=64)
+  examples = reranker.encode([QUERY] * 3, DOCUMENTS)
+  scores = np.zeros(3)
+  for batch in reranker.batches(examples, batch_tokens=256):
+    got, probability = reranker.score_batch(loaded, batch.arrays)
+    scores[batch.items] = np.asarray(got)[:len(batch.items)]
+    np.testing.assert_allclose(probability, 1 / (1 + np.exp(-np.asarray(got))), rtol=1e-6)
+  expected = [network_logit(config, params, by_hand_ids(vocab, QUERY, d), 32089)
+              for d in DOCUMENTS]
+  np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def rankt5_checkpoint(tmp_path_factory):
+  from t5rank.models.t5_weights import save_checkpoint
+
+  config = micro_config()
+  params = random_params(config, seed=5)
+  path = str(tmp_path_factory.mktemp("rankt5") / "model")
+  save_checkpoint(path, params, config, {"model": "rankt5"})
+  return path, config, params
+
+
+def test_t5rank_load_ranks_by_the_logit(rankt5_checkpoint):
+  import t5rank
+
+  path, config, params = rankt5_checkpoint
+  ranker = t5rank.load(path)
+  assert ranker.family == "rankt5"
+  vocab = load_vocabulary()
+  expected = [network_logit(config, params, by_hand_ids(vocab, QUERY, d), 32089)
+              for d in DOCUMENTS]
+  ranked = ranker.rank(QUERY, DOCUMENTS)
+  assert [r["corpus_id"] for r in ranked] == list(np.argsort(expected)[::-1])
+  np.testing.assert_allclose([r["score"] for r in ranked], sorted(expected, reverse=True),
+                             rtol=1e-5, atol=1e-5)
+  from t5rank.models import registry
+  assert registry.get("rankt5").reranker.log_probability is False
+
+
+def test_t5rank_score_writes_the_logits(rankt5_checkpoint, tmp_path):
+  path, config, params = rankt5_checkpoint
+  (tmp_path / "q.tsv").write_text(f"q1\t{QUERY}\n")
+  (tmp_path / "c.tsv").write_text("".join(f"d{i}\t{t}\n" for i, t in enumerate(DOCUMENTS)))
+  (tmp_path / "r.run").write_text("".join(f"q1 Q0 d{i} {i + 1} {-i} bm25\n" for i in range(3)))
+  result = subprocess.run(
+      [sys.executable, "-m", "t5rank.cli", "score", "--checkpoint", path, "--queries",
+       str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"), "--run",
+       str(tmp_path / "r.run"), "--window", "0", "-o", str(tmp_path / "out.run")],
+      capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  vocab = load_vocabulary()
+  expected = {f"d{i}": network_logit(config, params, by_hand_ids(vocab, QUERY, d), 32089)
+              for i, d in enumerate(DOCUMENTS)}
+  got = {line.split()[2]: float(line.split()[4])
+         for line in (tmp_path / "out.run").read_text().splitlines()}
+  assert got.keys() == expected.keys()
+  np.testing.assert_allclose([got[d] for d in expected], list(expected.values()), rtol=1e-4,
+                             atol=1e-4)
+
+
+def test_monot5_options_are_refused(rankt5_checkpoint):
+  import t5rank
+
+  with pytest.raises(ValueError, match="no target words"):
+    t5rank.load(rankt5_checkpoint[0], targets="yes_no")
+
+
+def test_the_encoder_only_score_is_a_dense_layer_on_the_first_position(tmp_path):
+  import t5rank
+  from t5rank.checkpoints import native
+  from t5rank.models import classifier, rankt5_encoder
+
+  t5_config = micro_config()
+  config = rankt5_encoder.RankT5EncoderConfig(t5=t5_config)
+  rng = np.random.default_rng(0)
+  params = {"t5": classifier.encoder_params(random_params(t5_config, seed=7)),
+            "head": {"kernel": rng.normal(0, 0.3, (32, 1)).astype(np.float32),
+                     "bias": np.array([0.25], np.float32)}}
+  path = str(tmp_path / "enc")
+  native.save_checkpoint(path, params, config, extra_metadata={"model": "rankt5_encoder"})
+  vocab = load_vocabulary()
+  expected = []
+  for d in DOCUMENTS:
+    encoded = T5(t5_config).apply({"params": params["t5"]}, jnp.asarray(
+        [by_hand_ids(vocab, QUERY, d)]), method=T5.encode)  # (1, L, 32)
+    h = np.asarray(encoded)[0, 0]  # the first position
+    expected.append(float(h @ params["head"]["kernel"][:, 0] + 0.25))
+  ranker = t5rank.load(path)
+  assert ranker.family == "rankt5_encoder"
+  ranked = ranker.rank(QUERY, DOCUMENTS)
+  np.testing.assert_allclose([r["score"] for r in ranked], sorted(expected, reverse=True),
+                             rtol=1e-5, atol=1e-5)

@@ -1,0 +1,80 @@
+"""RankT5's list-wise training (#70 item 2): the lists drawn from a triple table, and
+gin/experiments/rankt5_tiny_cpu.gin run for two steps per family through `t5rank train`, its
+final model scored by `t5rank.load`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from t5rank import cli
+from t5rank.data.sources import pooled_table
+
+TEXTS = {f"d{i}": f"policy {'term ' * (i % 4)}life car rate number {i}" for i in range(12)}
+
+
+def test_a_list_is_the_positive_and_distinct_negatives_of_its_pool():
+  table = pooled_table(["q0", "q1"], [f"doc{i}" for i in range(6)], [(0, 0), (1, 1)],
+                       [[2, 3, 4], [5]], [0, 1])
+  from t5rank.data.ranking_lists import list_batches, ranking_list
+
+  for position in range(4):
+    query, documents = ranking_list(table, position, list_size=3, seed=0)
+    if query == "q0":
+      assert documents[0] == "doc0" and len(set(documents[1:])) == 2
+      assert set(documents[1:]) <= {"doc2", "doc3", "doc4"}
+    else:  # a pool of one: a list of two, the rest padding
+      assert documents == ["doc1", "doc5"]
+  batch = next(list_batches(table, lambda q, d: [[len(t)] for t in d], batch_size=2, list_size=3,
+                            input_length=4, seed=0))
+  assert batch["encoder_input_tokens"].shape == (2, 3, 4)
+  np.testing.assert_array_equal(batch["labels"], [[1, 0, 0], [1, 0, 0]])
+  assert sorted(batch["mask"].sum(axis=1).tolist()) == [2, 3]
+  resumed = next(list_batches(table, lambda q, d: [[len(t)] for t in d], batch_size=2,
+                              list_size=3, input_length=4, seed=0, start_step=1))
+  second = list_batches(table, lambda q, d: [[len(t)] for t in d], batch_size=2, list_size=3,
+                        input_length=4, seed=0)
+  next(second)
+  np.testing.assert_array_equal(next(second)["mask"], resumed["mask"])
+
+
+def write_files(root):
+  (root / "corpus.tsv").write_text("".join(f"{d}\t{t}\n" for d, t in TEXTS.items()))
+  queries = {f"t{i}": f"life policy term {i}" for i in range(4)}
+  (root / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+  (root / "qrels.txt").write_text("".join(f"{q} 0 d{(3 * k) % 12} 1\n"
+                                          for k, q in enumerate(queries)))
+  (root / "bm25.run").write_text("".join(f"{q} Q0 d{i} {i + 1} {12.0 - i} bm25\n"
+                                         for q in queries for i in range(12)))
+
+
+@pytest.mark.parametrize("family", ["rankt5", "rankt5_encoder"])
+def test_the_tiny_recipe_trains_two_steps_and_scores(tmp_path, capsys, family):
+  import t5rank
+
+  write_files(tmp_path)
+  model_dir = tmp_path / "model"
+  argv = ["train", "--gin_file=gin/experiments/rankt5_tiny_cpu.gin",
+          f"--gin.MODEL_DIR={model_dir}", f"--gin.CORPUS={tmp_path / 'corpus.tsv'}",
+          f"--gin.TRAIN_QUERIES={tmp_path / 'queries.tsv'}",
+          f"--gin.TRAIN_QRELS={tmp_path / 'qrels.txt'}", f"--gin.TRAIN_RUN={tmp_path / 'bm25.run'}",
+          "--gin.TRAIN_STEPS=2", "--gin.CHECKPOINT_EVERY=2", "--gin.LOG_EVERY=1",
+          "--gin.RANKING_LOSS=%POLY1",
+          "--gin.config.get_config.d_model=32", "--gin.config.get_config.d_ff=64",
+          "--gin.config.get_config.num_heads=2", "--gin.config.get_config.d_kv=16",
+          "--gin.config.get_config.num_encoder_layers=1",
+          "--gin.config.get_config.num_decoder_layers=1"]
+  if family == "rankt5_encoder":
+    argv += [f"--gin.MODEL_FAMILY='{family}'",
+             "--gin.MODEL_CONFIG=@rankt5_encoder.RankT5EncoderConfig()"]
+  assert cli.main(argv) == 0
+  out = capsys.readouterr().out
+  assert "step 2/2" in out and "loss" in out
+  metadata = json.loads((model_dir / "final" / "metadata.json").read_text())
+  assert metadata["model"] == family and metadata["max_length"] == 64
+  ranker = t5rank.load(str(model_dir / "final"))
+  assert ranker.family == family
+  ranked = ranker.rank("life policy term", list(TEXTS.values()))
+  assert len(ranked) == 12 and all(np.isfinite(r["score"]) for r in ranked)
