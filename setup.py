@@ -37,6 +37,7 @@ INSTALL_REQUIRES = [
     "matplotlib==3.10.9",  # the comparison chart of `t5rank demo` (Agg backend, no display)
     "starlette==1.10.0",  # `t5rank serve`'s HTTP application (ASGI)
     "uvicorn==0.54.0",  # the ASGI server that runs it (its pure-Python h11 protocol)
+    "prometheus-client==0.26.0",  # `t5rank serve`'s GET /metrics, in Prometheus' text format
 ]
 
 setup(

@@ -164,8 +164,10 @@ class PlannedRun:
     return self.job.run(zip(self.job.pairs, scores.tolist(), p.tolist()))
 
   def ranking(self, scores: np.ndarray, p: np.ndarray) -> list[tuple[int, float]]:
-    """`plan_ranking`'s answer: (index in the documents, score), best first."""
-    return [(int(docid), score) for docid, score in self.run(scores, p).get("q", [])]
+    """`plan_ranking`'s answer: (index in the documents, score), best first, ties in the
+    documents' order."""
+    ranked = [(int(docid), score) for docid, score in self.run(scores, p).get("q", [])]
+    return sorted(ranked, key=lambda item: (-item[1], item[0]))
 
 
 def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None, dtype: Optional[str] = None,

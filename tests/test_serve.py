@@ -234,7 +234,7 @@ def test_bad_requests_get_one_line_and_the_worker_lives(served, path, body, stat
 def test_a_body_past_the_limit_is_refused_before_it_is_read(served):
   port = int(served.url.rsplit(":", 1)[1])
   with socket.create_connection(("127.0.0.1", port)) as raw:
-    raw.sendall(b"POST /rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    raw.sendall(b"POST /rerank HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 b"Connection: close\r\nContent-Length: 100000000\r\n\r\n")
     answer = raw.makefile("rb").read().decode()
   head, _, body = answer.partition("\r\n\r\n")
@@ -327,7 +327,7 @@ def test_past_the_queue_503_with_retry_after_and_a_client_that_leaves_is_dropped
     body = json.dumps({"query": "q", "texts": ["gone"]}).encode()
     port = int(running.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port)) as leaving:
-      leaving.sendall(b"POST /rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      leaving.sendall(b"POST /rerank HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
       while batcher.held < 4:
         assert time.monotonic() < deadline

@@ -4,9 +4,12 @@
     curl -s localhost:8080/rerank -H 'Content-Type: application/json' \\
       -d '{"query": "what is term life", "texts": ["Term life lasts 20 years.", "Car cover."]}'
 
-POST /rerank (text-embeddings-inference's shape), POST /v1/rerank (Cohere's), GET /health (200
-once every batch shape is compiled), GET /info. Requests that arrive together are scored together;
-each answer is what `t5rank score` gives its texts. docs/serving.md has the clients and the limits.
+POST /rerank (text-embeddings-inference's shape), POST /v1/rerank (Cohere's, with Jina's `model`
+and `usage`), GET /health (200 once every batch shape is compiled), GET /info, GET /metrics
+(Prometheus). Requests that arrive together are scored together; each answer is what `t5rank
+score` gives its texts. Only requests for the hosts it serves (--allowed-hosts) with a JSON body
+are answered; with an API key (T5RANK_API_KEY, or --api-key) every route but /health needs
+`Authorization: Bearer KEY`. docs/serving.md has the clients, the limits and the deployment.
 """
 
 from __future__ import annotations
@@ -91,6 +94,19 @@ def add_parser(subparsers) -> None:
                       help="open connections, at most (503 past it; default 512)")
   limits.add_argument("--drain-seconds", type=float, default=30.0,
                       help="after SIGTERM, how long the requests in flight may take (default 30)")
+  access = p.add_argument_group("who may call it")
+  access.add_argument("--allowed-hosts", metavar="NAME,...",
+                      help="Host header names the server answers, comma-separated, any port; * "
+                           "for any (default: the --host address, localhost, 127.0.0.1, [::1]; a "
+                           "web page reaching the server under another name, by DNS rebinding, "
+                           "is refused)")
+  access.add_argument("--api-key", metavar="KEY",
+                      help="require `Authorization: Bearer KEY` on every route but /health "
+                           "(default: the environment variable T5RANK_API_KEY, which keeps the key "
+                           "out of `ps`; none: no key)")
+  access.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                      help="a browser origin (https://app.example) allowed to call the server "
+                           "from its pages; repeat for several (default: none)")
   p.add_argument("--access-log", action="store_true", help="log every request (uvicorn's log)")
   p.set_defaults(func=run)
 
@@ -103,9 +119,20 @@ def run(args: argparse.Namespace) -> int:
                       format="%(asctime)s %(levelname)s %(name)s: %(message)s")
   for name in ("t5rank", "uvicorn"):
     logging.getLogger(name).setLevel(logging.INFO)
+  import math
+  import os
+
   limits = Limits(max_texts=args.max_texts, max_chars=args.max_chars)  # before the model loads
-  if args.max_wait_ms < 0 or args.drain_seconds < 0:
-    raise ValueError("--max-wait-ms and --drain-seconds must be >= 0")
+  for flag, value in (("--max-wait-ms", args.max_wait_ms), ("--drain-seconds", args.drain_seconds)):
+    if not math.isfinite(value) or value < 0:
+      raise ValueError(f"{flag} must be a finite number >= 0, got {value}")
+  api_key = args.api_key or os.environ.get("T5RANK_API_KEY") or None
+  hosts = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()] if args.allowed_hosts \
+      else None
+  if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
+    logging.getLogger("t5rank.serve").warning(
+        "serving on %s without an API key: anything that reaches this address can use the "
+        "model; set T5RANK_API_KEY (or --api-key)", args.host)
   if not 0 <= args.port < 65536:
     raise ValueError(f"--port must be a port number (0 to 65535), got {args.port}")
   ranker = t5rank.load(
@@ -118,4 +145,5 @@ def run(args: argparse.Namespace) -> int:
   return serve(ranker, host=args.host, port=args.port, limits=limits, max_queue=args.max_queue,
                max_batch_pairs=args.max_batch_pairs, max_wait_ms=args.max_wait_ms,
                max_connections=args.max_connections, drain_seconds=args.drain_seconds,
-               access_log=args.access_log)
+               access_log=args.access_log, allowed_hosts=hosts, api_key=api_key,
+               cors_origins=args.cors_origin)

@@ -80,8 +80,8 @@ def first_stage_scores(candidates: Run) -> dict[tuple[str, str], float]:
     (qid, docid), score = bad[0]
     raise ValueError(f"the model reads each candidate's BM25 score, but the candidates run has "
                      f"{len(bad)} score(s) that are not finite numbers >= 0 (query {qid!r}, "
-                     f"document {docid!r}: {score!r}); the scores it reads must be a BM25 "
-                     "run's (t5rank retrieve)")
+                     f"document {docid!r}: {score!r}); the scores it reads must be BM25 "
+                     "scores")
   return scores
 
 

@@ -4,6 +4,11 @@
     POST /v1/rerank   Cohere's shape (and POST /v2/rerank, where Cohere's v2 clients send it)
     GET  /health      200 once warm-up has compiled every batch shape, 503 before and while stopping
     GET  /info        the model, its family, dtype and device, the compiled shapes, the limits
+    GET  /metrics     Prometheus' text format (`t5rank.serving.metrics`)
+
+Before a route, `t5rank.serving.guard` checks the Host header (`allowed_hosts`), the API key
+(every route but /health) and that a POST body is JSON; at most `max_readers` bodies are read and
+parsed at once, so that bodies hold at most that many times `Limits.max_body_bytes` of memory.
 
 A request is read (at most `Limits.max_body_bytes`), checked (`wire`), admitted to the batcher's
 bounded queue (past it: 503 with Retry-After), planned and encoded in a thread of its own, then
@@ -18,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
 import socket
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import uvicorn
 from starlette.applications import Starlette
@@ -35,6 +41,8 @@ from starlette.routing import Route
 from t5rank.ranking.jobs import job_class
 from t5rank.serving import wire
 from t5rank.serving.batcher import Batcher, Closed, QueueFull
+from t5rank.serving.guard import Guard, default_allowed_hosts
+from t5rank.serving.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +55,13 @@ class Service:
   """What the routes share: the ranker, its batcher, the request limits, and `stopping` (set on
   SIGTERM: new requests are refused while those in flight finish)."""
 
-  def __init__(self, ranker, batcher: Batcher, limits: wire.Limits):
+  def __init__(self, ranker, batcher: Batcher, limits: wire.Limits, max_readers: int = 4):
     self.ranker, self.batcher, self.limits = ranker, batcher, limits
     self.stopping = False
     self.started = time.time()
+    self.max_readers = max_readers
+    self.metrics = Metrics(lambda: batcher.held)
+    batcher.on_step = self.metrics.step
 
   def info(self) -> dict:
     """GET /info's answer."""
@@ -86,16 +97,18 @@ def make_app(service: Service) -> Starlette:
   (warm-up first) and, at shutdown, lets it finish its queue."""
   ranker, batcher, limits = service.ranker, service.batcher, service.limits
   family = ranker.family
+  readers = asyncio.Semaphore(service.max_readers)
   num_inputs = job_class(ranker.reranker).num_inputs
 
   async def rerank(request: Request, read: Callable, answer: Callable) -> Response:
     if service.stopping:
       return error(503, "the server is stopping: send the request to another one", 5)
-    try:
-      body = await read_body(request, limits.max_body_bytes)
-    except ClientDisconnect:
-      return Response(status_code=499)
-    query = read(await run_in_threadpool(wire.parse_body, body), limits)  # off the event loop
+    async with readers:  # bodies in memory at once: bounded
+      try:
+        body = await read_body(request, limits.max_body_bytes)
+      except ClientDisconnect:
+        return Response(status_code=499)
+      query = read(await run_in_threadpool(wire.parse_body, body), limits)  # off the event loop
     units = len(query.texts)
     k = min(units, ranker.options.depth or units)  # the texts it reranks
     inputs = num_inputs(k)  # duoT5: k(k-1) ordered pairs
@@ -113,6 +126,7 @@ def make_app(service: Service) -> Starlette:
                                           query.first_stage_scores)
       except ValueError as e:  # e.g. a model that reads BM25 scores and got none
         raise wire.RequestError(422, str(e)) from None
+      tokens = sum(wire.count_tokens(example) for example in planned.examples)
       future = batcher.submit(ticket, planned)
       submitted = True
     finally:
@@ -125,7 +139,8 @@ def make_app(service: Service) -> Starlette:
     except Exception as e:  # the step failed (e.g. a NaN score): this request's answer
       logger.error("a request failed: %s: %s", type(e).__name__, e)
       return error(500, f"scoring failed: {type(e).__name__}: {e}")
-    return JSONResponse(answer(query, ranking, family))
+    return JSONResponse(answer(query, ranking, family, checkpoint=ranker.checkpoint,
+                               tokens=tokens))
 
   async def guarded(request: Request, read: Callable, answer: Callable) -> Response:
     try:
@@ -142,7 +157,8 @@ def make_app(service: Service) -> Starlette:
   async def cohere(request: Request) -> Response:
     version = "2" if request.url.path.startswith("/v2/") else "1"
     return await guarded(request, wire.read_cohere,
-                         lambda *answer: wire.cohere_answer(*answer, version=version))
+                         lambda *answer, **extra: wire.cohere_answer(*answer, version=version,
+                                                                     **extra))
 
   async def health(request: Request) -> Response:
     if service.stopping:
@@ -150,13 +166,22 @@ def make_app(service: Service) -> Starlette:
     if not batcher.ready.is_set():
       return JSONResponse({"status": "warming up"}, status_code=503,
                           headers={"Retry-After": "5"})
+    if not batcher.running:
+      return JSONResponse({"status": "the scoring worker has stopped"}, status_code=503)
     return JSONResponse({"status": "ok"})
+
+  async def metrics(request: Request) -> Response:
+    body, kind = service.metrics.exposition()
+    return Response(body, media_type=kind)
 
   async def info(request: Request) -> Response:
     return JSONResponse(service.info())
 
   async def refused(request: Request, e: wire.RequestError) -> Response:
-    return error(e.status, str(e))
+    response = error(e.status, str(e))
+    if e.status == 413:  # the rest of the body is not read: the connection cannot be reused
+      response.headers["Connection"] = "close"
+    return response
 
   async def full(request: Request, e: QueueFull) -> Response:
     return error(503, str(e), e.retry_after)
@@ -166,7 +191,8 @@ def make_app(service: Service) -> Starlette:
 
   async def http(request: Request, e: HTTPException) -> Response:
     return error(e.status_code, f"{request.method} {request.url.path}: {e.detail}; the server "
-                 "answers POST /rerank, POST /v1/rerank, POST /v2/rerank, GET /health, GET /info")
+                 "answers POST /rerank, POST /v1/rerank, POST /v2/rerank, GET /health, GET /info, GET "
+                 "/metrics")
 
   async def failed(request: Request, e: Exception) -> Response:
     logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(e).__name__, e)
@@ -182,7 +208,8 @@ def make_app(service: Service) -> Starlette:
       routes=[Route("/rerank", tei, methods=["POST"]),
               Route("/v1/rerank", cohere, methods=["POST"]),
               Route("/v2/rerank", cohere, methods=["POST"]),
-              Route("/health", health, methods=["GET"]), Route("/info", info, methods=["GET"])],
+              Route("/health", health, methods=["GET"]), Route("/info", info, methods=["GET"]),
+              Route("/metrics", metrics, methods=["GET"])],
       exception_handlers={wire.RequestError: refused, QueueFull: full, Closed: closed,
                           HTTPException: http, Exception: failed},
       lifespan=lifespan)
@@ -252,17 +279,40 @@ def make_server(ranker, *, host: str = "127.0.0.1", port: int = 8080,
                 limits: wire.Limits = wire.Limits(), max_queue: int = 4096,
                 max_batch_pairs: int = 1024, max_wait_ms: float = 5.0,
                 max_connections: int = 512, drain_seconds: float = 30.0,
-                access_log: bool = False, warm_up: Optional[Callable] = None) -> Server:
+                access_log: bool = False, warm_up: Optional[Callable] = None,
+                allowed_hosts: Optional[Sequence[str]] = None, api_key: Optional[str] = None,
+                cors_origins: Sequence[str] = (), max_readers: int = 4) -> Server:
   """The server of `ranker` (not started): `limits` per request, the batcher's `max_queue`,
   `max_batch_pairs` and `max_wait_ms`, at most `max_connections` open connections (uvicorn
   answers 503 past them), `drain_seconds` to finish the requests in flight after SIGTERM.
-  `warm_up(ranker)` (default: `t5rank.serving.warmup.warm_up`) runs before /health is 200."""
+  `warm_up(ranker)` (default: `t5rank.serving.warmup.warm_up`, planning what a request of at most
+  `limits.max_texts` texts merged into steps of `max_batch_pairs` can bring) runs before /health
+  is 200. `allowed_hosts` (default: `host` and the loopback names; "*" any), `api_key` and
+  `cors_origins` (the browser origins allowed to call it; none by default): the module
+  docstring's `t5rank.serving.guard`; `max_readers` bodies read at once. ValueError for a limit
+  that is not a finite number >= 0."""
+  for name, value in (("max_wait_ms", max_wait_ms), ("drain_seconds", drain_seconds)):
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+      raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
   if warm_up is None:
-    from t5rank.serving.warmup import warm_up
+    import functools
+
+    from t5rank.serving.warmup import warm_up as planned_warm_up
+
+    warm_up = functools.partial(planned_warm_up,
+                                max_examples=max(limits.max_texts, max_batch_pairs))
   batcher = Batcher(ranker, max_queue=max_queue, max_batch_pairs=max_batch_pairs,
                     max_wait_ms=max_wait_ms, warm_up=warm_up)
-  service = Service(ranker, batcher, limits)
-  config = uvicorn.Config(make_app(service), host=host, port=port, lifespan="on",
+  service = Service(ranker, batcher, limits, max_readers)
+  app = make_app(service)
+  if cors_origins:
+    from starlette.middleware.cors import CORSMiddleware
+
+    app = CORSMiddleware(app, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+                         allow_headers=["Authorization", "Content-Type"])
+  app = Guard(app, allowed_hosts=allowed_hosts or default_allowed_hosts(host), api_key=api_key)
+  app = service.metrics.middleware(app)
+  config = uvicorn.Config(app, host=host, port=port, lifespan="on",
                           access_log=access_log, limit_concurrency=max_connections,
                           timeout_graceful_shutdown=drain_seconds, log_config=None)
   return Server(config, service)

@@ -77,6 +77,7 @@ class Batcher:
     self._closed = False
     self._rate = 0.0  # texts/s of recent steps (for Retry-After)
     self.counts = collections.Counter()  # steps, requests, pairs, dropped, failed
+    self.on_step: Optional[Callable[[int, float], None]] = None  # (inputs, seconds) of each step
     self._thread = threading.Thread(target=self._work, name="t5rank-batcher", daemon=True)
 
   def start(self) -> "Batcher":
@@ -91,6 +92,11 @@ class Batcher:
       self._cond.notify_all()
     if self._thread.is_alive():
       self._thread.join(timeout)
+
+  @property
+  def running(self) -> bool:
+    """Whether the worker is alive (it ends only when closed, or by a bug: /health says so)."""
+    return self._thread.is_alive()
 
   @property
   def held(self) -> int:
@@ -207,3 +213,5 @@ class Batcher:
     rate = texts / max(seconds, 1e-6)
     self._rate = rate if self._rate == 0 else 0.8 * self._rate + 0.2 * rate
     self.counts.update(steps=1, requests=len(live), pairs=len(examples))
+    if self.on_step is not None:
+      self.on_step(len(examples), seconds)

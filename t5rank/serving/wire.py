@@ -131,7 +131,7 @@ def relevance(score: float, family: str) -> float:
   return 0.5 * (1.0 + math.tanh(0.5 * score))  # sigmoid, without overflow
 
 
-def tei_answer(query: Query, ranking: list[tuple[int, float]], family: str) -> list[dict]:
+def tei_answer(query: Query, ranking: list[tuple[int, float]], family: str, **_) -> list[dict]:
   """TEI's answer: [{"index", "score"[, "text"]}, ...] best first."""
   return [{"index": index, "score": score if query.raw_scores else relevance(score, family),
            **({"text": query.texts[index]} if query.return_texts else {})}
@@ -139,14 +139,25 @@ def tei_answer(query: Query, ranking: list[tuple[int, float]], family: str) -> l
 
 
 def cohere_answer(query: Query, ranking: list[tuple[int, float]], family: str,
-                  version: str = "1") -> dict:
+                  version: str = "1", checkpoint: str = "", tokens: int = 0) -> dict:
   """Cohere's answer: {"id", "results": [{"index", "relevance_score"[, "document"]}], "meta"}
-  (`version`: of Cohere's API, "1" or "2")."""
+  (`version`: of Cohere's API, "1" or "2"), with Jina's top-level "model" (`checkpoint`) and
+  "usage": {"total_tokens": the model's input tokens} beside them (Jina's clients, Haystack's
+  JinaRanker and gateways of its shape read them; Cohere's ignore them)."""
   results = [{"index": index, "relevance_score": relevance(score, family),
               **({"document": {"text": query.texts[index]}} if query.return_texts else {})}
              for index, score in ranking[:query.top_n]]
-  return {"id": str(uuid.uuid4()), "results": results,
+  return {"id": str(uuid.uuid4()), "results": results, "model": checkpoint,
+          "usage": {"total_tokens": tokens},
           "meta": {"api_version": {"version": version}, "billed_units": {"search_units": 1}}}
+
+
+def count_tokens(example) -> int:
+  """The token ids of one encoded model input (a sequence of ids, or a tuple of them, as TK's
+  query and document); 0 for what holds none."""
+  if isinstance(example, tuple):
+    return sum(count_tokens(part) for part in example)
+  return len(example) if hasattr(example, "__len__") else 0
 
 
 def _no_constant(name: str):

@@ -55,7 +55,8 @@ class OverlapReranker(Reranker):
     return [overlap(q, p, self.config.max_query_words) for q, p in zip(queries, passages)]
 
   def batches(self, examples, *, batch_tokens, row_multiple=1, length_bucket=None):
-    rows = max(1, -(-len(examples) // row_multiple)) * row_multiple
+    rows = 1 << max(len(examples) - 1, 0).bit_length()  # powers of two: few shapes to compile
+    rows = -(-rows // row_multiple) * row_multiple
     counts = np.zeros(rows, np.float32)
     counts[:len(examples)] = examples
     return [Batch(np.arange(len(examples)), (counts,))]
