@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
   hosts = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()] if args.allowed_hosts \
       else None
   if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
-    logging.getLogger("t5rank.serve").warning(
+    logging.getLogger(__name__).warning(
         "serving on %s without an API key: anything that reaches this address can use the "
         "model; set T5RANK_API_KEY (or --api-key)", args.host)
   if not 0 <= args.port < 65536:
