@@ -18,7 +18,7 @@ stages came between. PyTerrier's transformers run without Java.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import pyterrier as pt
 
@@ -29,11 +29,15 @@ FIRST_STAGE = "first_stage_score"
 
 class Reranker(pt.Transformer):
   """A t5rank checkpoint as a PyTerrier transformer; `options` are `t5rank.load`'s (`reranker`,
-  `dtype`, `depth`, `window`, ...). `text_field` names the column with the document text."""
+  `dtype`, `depth`, `window`, ...). `text_field` names the column with the document text;
+  `batch_size` (pairs scored at a time) and `verbose` (a progress bar) as pyterrier_t5's
+  rerankers take them."""
 
-  def __init__(self, checkpoint: str, *, text_field: str = "text", **options: Any):
+  def __init__(self, checkpoint: str, *, text_field: str = "text", batch_size: Optional[int] = None,
+               verbose: bool = False, **options: Any):
     self.checkpoint = checkpoint
     self.text_field = text_field
+    self.batch_size, self.verbose = batch_size, verbose  # as pyterrier_t5's rerankers take them
     self.ranker: Ranker = load(checkpoint, **options)
 
   def __repr__(self) -> str:
@@ -57,7 +61,8 @@ class Reranker(pt.Transformer):
       first = (group[FIRST_STAGE].tolist() if self.ranker.reranker.reads_first_stage
                and FIRST_STAGE in group.columns else None)
       ranked = self.ranker.rank(str(group["query"].iloc[0]), group[self.text_field].tolist(),
-                                first_stage_scores=first)
+                                first_stage_scores=first, batch_size=self.batch_size,
+                                show_progress_bar=self.verbose)
       rows = group.iloc[[r["corpus_id"] for r in ranked]].copy()
       rows["score"] = [r["score"] for r in ranked]
       rows["rank"] = range(len(rows))

@@ -55,40 +55,86 @@ class Ranker:
     """The model family (`monot5`, `duot5`, `tk`, `dual_encoder`, ...)."""
     return self.reranker.name
 
-  def predict(self, pairs: Sequence[tuple[str, str]],
-              first_stage_scores: Optional[Sequence[float]] = None) -> np.ndarray:
+  def predict(self, pairs, first_stage_scores: Optional[Sequence[float]] = None, *,
+              batch_size: Optional[int] = None, show_progress_bar: Optional[bool] = None,
+              activation_fn: Any = None, apply_softmax: bool = False,
+              convert_to_numpy: bool = True, convert_to_tensor: bool = False):
     """One score per `(query, text)` pair, as `t5rank score` gives it (float64 array, in the
-    pairs' order). `first_stage_scores` (one per pair) for a model that reads each candidate's
-    BM25 score. A pairwise model (duoT5) scores a text against the others: use `rank`."""
+    pairs' order; monoT5's log P(true)); one pair alone gives one score. `first_stage_scores`
+    (one per pair) for a model that reads each candidate's BM25 score. A pairwise model (duoT5)
+    scores a text against the others: use `rank`. The keywords of sentence-transformers'
+    `CrossEncoder.predict`, with their meaning: `batch_size` pairs scored at a time (their scores
+    do not depend on it), `show_progress_bar`, `activation_fn` (a callable applied to the scores,
+    e.g. `torch.nn.Sigmoid()`, or "probability": P(true) for monoT5, the sigmoid of the score for
+    a model whose score is no log-probability, as the service normalizes), `apply_softmax`
+    (refused: one score per pair), `convert_to_numpy` (False: a list), `convert_to_tensor` (a
+    torch tensor; needs torch)."""
     if not job_class(self.reranker).independent:
       raise ValueError(f"{self.family} scores each text against the others of a query; "
                        "use rank(query, documents)")
-    pairs = [tuple(pair) for pair in pairs]
+    single = (isinstance(pairs, (tuple, list)) and len(pairs) == 2
+              and all(isinstance(x, str) for x in pairs))
+    pairs = [tuple(pair) for pair in ([pairs] if single else pairs)]
     if any(len(pair) != 2 or not all(isinstance(x, str) for x in pair) for pair in pairs):
       raise ValueError("predict takes (query, text) pairs of strings")
+    _check_batch_size(batch_size, apply_softmax)
     queries = {str(i): q for i, (q, _) in enumerate(pairs)}
     corpus = {str(i): Document(t) for i, (_, t) in enumerate(pairs)}
     first = self._first_stage(first_stage_scores, len(pairs))
     candidates = {str(i): [(str(i), first[i] if first else 0.0)] for i in range(len(pairs))}
-    run = self._score(queries, corpus, candidates)
-    return np.array([run[str(i)][0][1] for i in range(len(pairs))], np.float64)
+    planned = self.plan(queries, corpus, candidates)
+    run = planned.run(*self.score_examples(planned.examples, batch_size=batch_size,
+                                           progress=bool(show_progress_bar)))
+    scores = self._activated(np.array([run[str(i)][0][1] for i in range(len(pairs))],
+                                      np.float64), activation_fn)
+    scores = _converted(scores, convert_to_numpy, convert_to_tensor)
+    return scores[0] if single else scores
+
+  def _activated(self, scores: np.ndarray, activation_fn: Any) -> np.ndarray:
+    """`scores` through `activation_fn` (`predict`'s): None, "probability", or a callable."""
+    if activation_fn is None:
+      return scores
+    if activation_fn == "probability":
+      if self.reranker.log_probability:
+        return np.exp(np.minimum(scores, 0.0))
+      return 0.5 * (1.0 + np.tanh(0.5 * scores))
+    if not callable(activation_fn):
+      raise ValueError(f"activation_fn must be a callable or 'probability', got {activation_fn!r}")
+    try:
+      import torch
+    except ImportError:
+      return np.asarray(activation_fn(scores), np.float64)
+    if isinstance(activation_fn, torch.nn.Module):
+      return activation_fn(torch.as_tensor(scores)).detach().cpu().numpy().astype(np.float64)
+    return np.asarray(activation_fn(scores), np.float64)
 
   def rank(self, query: str, documents: Sequence[str], top_k: Optional[int] = None,
            return_documents: bool = False,
-           first_stage_scores: Optional[Sequence[float]] = None) -> list[dict[str, Any]]:
+           first_stage_scores: Optional[Sequence[float]] = None, *,
+           batch_size: Optional[int] = None, show_progress_bar: Optional[bool] = None,
+           activation_fn: Any = None, apply_softmax: bool = False,
+           convert_to_numpy: bool = True, convert_to_tensor: bool = False
+           ) -> list[dict[str, Any]]:
     """`documents` ranked for `query`, best first: [{"corpus_id": index in `documents`, "score":
     s[, "text": the document]}, ...], the first `top_k` (None: all). The documents' order is the
     ranking they come from: a ranker made with `depth` reranks the first `depth` and keeps the
     rest below in that order (`t5rank score --depth` over a run in that order).
     `first_stage_scores` (one per document) for a model that reads each candidate's BM25 score in
-    its input (`t5rank score --first-stage-run`); other models ignore them."""
-    if top_k is not None and top_k < 1:
-      raise ValueError(f"top_k must be a positive number, got {top_k}")
+    its input (`t5rank score --first-stage-run`); other models ignore them. `top_k=0` gives [].
+    The other keywords are sentence-transformers' `CrossEncoder.rank`'s, as `predict` takes them
+    (`convert_to_numpy`/`convert_to_tensor` change nothing: the scores are floats in dicts)."""
+    if top_k is not None and top_k < 0:
+      raise ValueError(f"top_k must be a number >= 0, got {top_k}")
+    _check_batch_size(batch_size, apply_softmax)
+    if top_k == 0:
+      return []
     planned = self.plan_ranking(query, documents, first_stage_scores)
-    ranked = planned.ranking(*self.score_examples(planned.examples))[:top_k]
-    return [{"corpus_id": index, "score": score,
+    ranked = planned.ranking(*self.score_examples(planned.examples, batch_size=batch_size,
+                                                  progress=bool(show_progress_bar)))[:top_k]
+    scores = self._activated(np.array([s for _, s in ranked], np.float64), activation_fn)
+    return [{"corpus_id": index, "score": float(score),
              **({"text": documents[index]} if return_documents else {})}
-            for index, score in ranked]
+            for (index, _), score in zip(ranked, scores)]
 
   def plan_ranking(self, query: str, documents: Sequence[str],
                    first_stage_scores: Optional[Sequence[float]] = None) -> "PlannedRun":
@@ -130,10 +176,18 @@ class Ranker:
     examples = self.reranker.encode(*job.inputs(job.pairs)) if job.pairs else []
     return PlannedRun(job, examples)
 
-  def score_examples(self, examples: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+  def score_examples(self, examples: Sequence[Any], *, batch_size: Optional[int] = None,
+                     progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(score, P), each (len(examples),) float32, of encoded examples (`plan`'s, or several plans'
-    concatenated), batched and scored as `t5rank score` does; FloatingPointError when a score is
-    NaN or infinite."""
+    concatenated), batched and scored as `t5rank score` does, `batch_size` examples at a time
+    (None: all; an example's score does not depend on the others), with a progress bar when
+    `progress`; FloatingPointError when a score is NaN or infinite."""
+    if batch_size is not None and len(examples) > batch_size:
+      from tqdm import tqdm
+
+      starts = tqdm(range(0, len(examples), batch_size), unit="batch", disable=not progress)
+      parts = [self.score_examples(examples[i:i + batch_size]) for i in starts]
+      return (np.concatenate([s for s, _ in parts]), np.concatenate([p for _, p in parts]))
     if not len(examples):
       return np.zeros(0, np.float32), np.zeros(0, np.float32)
     batches = self.reranker.batches(examples, batch_tokens=self.batch_tokens,
@@ -150,6 +204,26 @@ class Ranker:
     """The run `t5rank score` writes for `candidates` (in memory: no files, no shards)."""
     planned = self.plan(queries, corpus, candidates)
     return planned.run(*self.score_examples(planned.examples))
+
+
+def _check_batch_size(batch_size: Optional[int], apply_softmax: bool) -> None:
+  if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+    raise ValueError(f"batch_size must be a positive number of pairs, got {batch_size!r}")
+  if apply_softmax:
+    raise ValueError("apply_softmax: t5rank gives one score per pair, and a softmax over one "
+                     "score is 1; use activation_fn='probability' for P(true)")
+
+
+def _converted(scores: np.ndarray, to_numpy: bool, to_tensor: bool):
+  """`predict`'s scores as asked: a numpy array, a list, or a torch tensor."""
+  if to_tensor:
+    try:
+      import torch
+    except ImportError:
+      raise ValueError("convert_to_tensor needs torch, which is not installed; the scores are "
+                       "numpy arrays without it") from None
+    return torch.as_tensor(scores)
+  return scores if to_numpy else scores.tolist()
 
 
 @dataclasses.dataclass

@@ -191,8 +191,8 @@ def make_app(service: Service) -> Starlette:
 
   async def http(request: Request, e: HTTPException) -> Response:
     return error(e.status_code, f"{request.method} {request.url.path}: {e.detail}; the server "
-                 "answers POST /rerank, POST /v1/rerank, POST /v2/rerank, GET /health, GET /info, GET "
-                 "/metrics")
+                 "answers POST /rerank, POST /v1/rerank, POST /v2/rerank, GET /health, GET /info, "
+                 "GET /metrics")
 
   async def failed(request: Request, e: Exception) -> Response:
     logger.error("%s %s failed: %s: %s", request.method, request.url.path, type(e).__name__, e)
