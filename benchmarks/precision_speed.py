@@ -16,7 +16,10 @@ the compilation cache, then `--repeats` times per dtype, alternating. For each d
   (`t5rank.benchmarking.monot5_flops` of each pair's real length, without the fold and without
   padding: what the standard computation must execute), and the fraction of it reached. Past 100%
   means fewer FLOPs executed than the standard computation's (the folded decoder step).
-`--write` puts the table into BENCHMARKS.md under "## bfloat16 and the machine's limit".
+A second table counts, for the same pairs, the FLOPs executed with padding (each batch's rows at its
+padded length, as `t5rank score` batches them on 2 CPU devices) over the useful ones, and the
+shapes compiled, for length buckets of 64 (the default), 32, 16 and 8 tokens.
+`--write` puts the tables into BENCHMARKS.md under "## bfloat16 and the machine's limit".
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np  # noqa: E402
 
 from t5rank.benchmarking import (insuranceqa_candidates, machine, monot5_flops,  # noqa: E402
                                  write_section)
+from t5rank.models.batching import bucket_batches  # noqa: E402
 
 SECTION = "## bfloat16 and the machine's limit"
 PEAK_SIZE = 2048
@@ -95,9 +99,10 @@ def write_inputs(directory: str, num_pairs: int) -> tuple[str, str, str]:
   return paths[0], paths[1], paths[2]
 
 
-def useful_flops(checkpoint: str, queries: str, corpus: str, run: str) -> tuple[float, int]:
-  """(mean useful FLOPs per pair, pairs): `monot5_flops` (unfolded) of each pair's real length, as
-  `t5rank score --window 0` tokenizes it."""
+def useful_flops(checkpoint: str, queries: str, corpus: str, run: str
+                 ) -> tuple[float, int, list[str]]:
+  """(mean useful FLOPs per pair, pairs, the padding table's rows): `monot5_flops` (unfolded) of
+  each pair's real length, as `t5rank score --window 0` tokenizes it."""
   from t5rank.checkpoints.resolved import resolve
   from t5rank.data.readers import read_corpus, read_queries, read_run
   from t5rank.models.loading import load_reranker
@@ -111,7 +116,16 @@ def useful_flops(checkpoint: str, queries: str, corpus: str, run: str) -> tuple[
   ids = reranker.encode([query_texts[p.qid] for p in pairs],
                         [passages[p.docid][p.window] for p in pairs])
   flops = [monot5_flops(reranker.config, len(x), folded=False) for x in ids]
-  return float(np.mean(flops)), len(pairs)
+  useful = sum(monot5_flops(reranker.config, len(x)) for x in ids)  # as executed: folded
+  rows = []
+  for step in (64, 32, 16, 8):
+    batches = bucket_batches(ids, batch_tokens=2 * 2048, max_length=reranker.max_length,
+                             row_multiple=2, step=step)
+    executed = sum(monot5_flops(reranker.config, b.arrays[0].shape[1]) * b.arrays[0].shape[0]
+                   for b in batches)
+    shapes = len({b.arrays[0].shape for b in batches})
+    rows.append(f"| {step} | {executed / useful:.3f} | {shapes} |")
+  return float(np.mean(flops)), len(pairs), rows
 
 
 def read_scores(path: str) -> dict[tuple[str, str], float]:
@@ -160,7 +174,7 @@ def main() -> None:
     checkpoint = os.path.join(work, "model")
     save_checkpoint(checkpoint, random_params(config, args.seed), config)
     inputs = write_inputs(work, args.pairs)
-    flops, num_pairs = useful_flops(checkpoint, *inputs)
+    flops, num_pairs, padding = useful_flops(checkpoint, *inputs)
     peak = matmul_peak()
     seconds = {dtype: [] for dtype in dtypes}
     outs = {}
@@ -200,6 +214,9 @@ def main() -> None:
   for dtype, median, rate, speedup, tau, diff, gflops, limit, share in rows:
     lines.append(f"| {dtype} | {median:.1f} | {rate:.1f} | {speedup:.2f} | {tau:.4f} | {diff:.2g} "
                  f"| {gflops:.0f} | {limit:.1f} | {share:.0%} |")
+  lines += ["", "Padding, the same pairs (FLOPs executed with padding over those without, both "
+            "folded; shapes to compile):", "",
+            "| length bucket | executed / useful | shapes |", "| --- | --- | --- |", *padding]
   table = "\n".join(lines) + "\n"
   print(table)
   if args.write:
