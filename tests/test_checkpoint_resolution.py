@@ -101,4 +101,5 @@ def test_the_families_a_command_offers_are_the_registry_s():
   assert _reranker_choices("score") == _reranker_choices("serve") == registry.names()
   assert set(registry.names()) >= {"monot5", "duot5", "tk", "dual_encoder"}
   assert _reranker_choices("convert") == sorted(f.name for f in registry.families()
-                                                if f.config is T5Config) == ["duot5", "monot5"]
+                                                if f.config is T5Config) == ["duot5", "monot5",
+                                                                             "rankt5"]

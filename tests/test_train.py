@@ -276,6 +276,9 @@ def test_every_experiment_gin_binds_a_complete_run():
         flags.append("--gin.INIT_CHECKPOINT=/tmp/monot5/final")
       if "_distill_" in os.path.basename(path):  # the teacher's scores you give
         flags.append("--gin.TEACHER_SCORES=/tmp/teacher")
+      if path.endswith("rankt5_tiny_cpu.gin"):  # your own files, as lists
+        flags += [f"--gin.{m}=/tmp/{m.lower()}" for m in (
+            "TRAIN_QUERIES", "TRAIN_QRELS", "TRAIN_RUN", "CORPUS")]
       if path.endswith("monot5_own_data.gin"):  # your own files
         flags += [f"--gin.{m}=/tmp/{m.lower()}" for m in (
             "TRAIN_QUERIES", "TRAIN_QRELS", "TRAIN_RUN", "VALID_QUERIES", "VALID_QRELS",
