@@ -90,16 +90,12 @@ def run(args: argparse.Namespace) -> int:
   if args.distributed:
     jax.distributed.initialize()
   try:  # bad options and input fail before the checkpoint is loaded
-    if args.max_length is not None and args.max_length < 1:
-      raise ValueError(f"--max-length must be positive, got {args.max_length}")
     options = ScoringOptions(
         aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
         skip_missing=args.skip_missing, tag=args.tag or ScoringOptions.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
         length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
-    if args.depth is not None and args.depth < 1:
-      raise ValueError(f"--depth must be positive, got {args.depth}")
     from t5rank.ranking.devices import precision_problem
 
     problem = precision_problem(args.precision, jax.devices()[0].platform)
