@@ -25,6 +25,7 @@ import numpy as np
 
 from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.data.readers import Document
+from t5rank.ranking import options as declared
 from t5rank.ranking.jobs import ScoringJob, job_class, plan_job
 from t5rank.ranking.scorer import PRECISIONS, ScoringOptions, default_batch_tokens, score_batches
 
@@ -244,14 +245,17 @@ class PlannedRun:
     return sorted(ranked, key=lambda item: (-item[1], item[0]))
 
 
-def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None, dtype: Optional[str] = None,
-         precision: Optional[str] = None, batch_tokens: Optional[int] = None,
-         window: int = 0, stride: int = ScoringOptions.stride, passages: str = "maxp",
-         language: str = "en", depth: Optional[int] = None,
-         aggregate: str = "sym-sum", targets=None, vocab: Optional[str] = None,
-         max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None,
-         config: Optional[str] = None, length_bucket: Optional[int] = None,
-         mesh: tuple[int, int] = (-1, 1)) -> Ranker:
+def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None,
+         dtype: Optional[str] = None, precision: Optional[str] = None,
+         batch_tokens: Optional[int] = None, window: int = declared.default("window", "service"),
+         stride: int = declared.default("stride", "service"),
+         passages: str = declared.default("passages", "service"),
+         language: str = declared.default("language", "service"), depth: Optional[int] = None,
+         aggregate: str = declared.default("aggregate", "service"), targets=None,
+         vocab: Optional[str] = None, max_length: Optional[int] = None,
+         bm25_in_input: Optional[bool] = None, config: Optional[str] = None,
+         length_bucket: Optional[int] = None,
+         mesh: tuple[int, int] = declared.default("mesh", "service")) -> Ranker:
   """A `Ranker` of `checkpoint`: a path in any format t5rank reads, `shipped:NAME` or a Hugging
   Face Hub id `ORG/NAME[@REVISION]` (`t5rank.checkpoints.locate`), resolved once, or a resolved
   `t5rank.checkpoints.resolved.Checkpoint`. The options are `t5rank
@@ -262,8 +266,16 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None, 
   passages), `depth` (only the best `depth` of `rank`'s documents are reranked: duoT5's K),
   `aggregate` (duoT5's pair aggregation), `targets` ("true_false", or ("yes", "no")), `vocab`,
   `max_length`, `bm25_in_input`, `config` (a config name, for formats without one),
-  `length_bucket` and `mesh` (data, model)."""
+  `length_bucket` and `mesh` (data, model). Each is declared once, with its check and default, in
+  `t5rank.ranking.options`; the defaults are those of a service (`window` 0: whole texts; `t5rank
+  score`'s is 10, windows of a corpus of documents)."""
   from t5rank.checkpoints.resolved import resolve
+
+  for name, value in (("dtype", dtype), ("batch_tokens", batch_tokens), ("window", window),
+                      ("stride", stride), ("passages", passages), ("depth", depth),
+                      ("aggregate", aggregate), ("max_length", max_length),
+                      ("length_bucket", length_bucket)):
+    declared.check(name, value)
   from t5rank.models.loading import load_reranker
   from t5rank.ranking.devices import precision_problem, use_cpu_devices
 

@@ -278,12 +278,22 @@ def test_a_shard_of_other_pairs_with_a_valid_checksum_is_refused(tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--tag", "a b"], "the run tag must be a non-empty word without whitespace"),
-    (["--max-length", "0"], "--max-length must be positive, got 0"),
 ])
 def test_bad_options_fail_before_the_checkpoint_is_read(tmp_path, extra, message):
   with pytest.raises(SystemExit, match=message):
     cli.main(["score", "--checkpoint", str(tmp_path / "no such checkpoint"),
               *write_inputs(tmp_path), "--output", str(tmp_path / "out"), *extra])
+  assert not (tmp_path / "out.shards").exists()
+
+
+def test_an_option_of_the_wrong_type_is_a_usage_error_before_anything(tmp_path, capsys):
+  """--max-length 0 is refused by the flag's own type (`t5rank.ranking.options`), as argparse
+  refuses a usage error: exit 2, one line naming the flag."""
+  with pytest.raises(SystemExit) as exit:
+    cli.main(["score", "--checkpoint", str(tmp_path / "no such checkpoint"),
+              *write_inputs(tmp_path), "--output", str(tmp_path / "out"), "--max-length", "0"])
+  assert exit.value.code == 2
+  assert "--max-length: expected a positive integer, got 0" in capsys.readouterr().err
   assert not (tmp_path / "out.shards").exists()
 
 

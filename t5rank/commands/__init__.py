@@ -9,36 +9,7 @@ A command that writes files declares them: `p.set_defaults(files=fn)` with `fn(a
 import argparse
 
 
-def positive_int(text: str) -> int:
-  """argparse type: a positive integer."""
-  value = int(text)
-  if value < 1:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-  return value
-
-
-class Families:
-  """argparse `choices` of a `--reranker` flag: the names of `t5rank.models.registry`'s families
-  (`t5_weights`: only those whose checkpoints are T5 weights, config T5Config), looked up when the
-  flag is parsed or its help shown, so that building the parser imports no model. Give the flag a
-  `metavar` (argparse lists plain choices while building the parser) and `%(choices)s` in its
-  help."""
-
-  def __init__(self, *, t5_weights: bool = False):
-    self.t5_weights = t5_weights
-
-  def names(self) -> list[str]:
-    from t5rank.models import registry
-    from t5rank.models.config import T5Config
-
-    return [f.name for f in sorted(registry.families(), key=lambda f: f.name)
-            if not self.t5_weights or f.config is T5Config]
-
-  def __iter__(self):
-    return iter(self.names())
-
-  def __contains__(self, name) -> bool:
-    return name in self.names()
+from t5rank.ranking.options import positive_int  # noqa: E402  (the commands' argparse type)
 
 
 def resolved(args: argparse.Namespace, flag: str = "checkpoint"):

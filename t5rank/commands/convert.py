@@ -23,7 +23,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Optional, Union
 
-from t5rank.commands import Families, add_overwrite, checkpoint_path, resolved
+from t5rank.commands import add_overwrite, checkpoint_path, resolved
+from t5rank.models.registry import Families
 from t5rank.models.config import T5Config
 
 if TYPE_CHECKING:

@@ -7,10 +7,9 @@ import logging
 import os
 import sys
 
-from t5rank.commands import Families, add_overwrite, checkpoint_path, renamed, resolved
-from t5rank.ranking import scorer
-from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
-from t5rank.ranking.scorer import PAIR_AGGREGATIONS, ScoringOptions
+from t5rank.commands import add_overwrite, checkpoint_path, renamed, resolved
+from t5rank.ranking import options, scorer
+from t5rank.ranking.scorer import ScoringOptions
 from t5rank.ranking.shards import ShardError
 
 
@@ -22,18 +21,6 @@ def parse_targets(text: str) -> str | tuple[str, str]:
   return text
 
 
-def mesh_shape(text: str) -> tuple[int, int]:
-  """`--mesh`: `DATA,MODEL`, positive sizes or one -1."""
-  try:
-    data, model = (int(x) for x in text.split(","))
-  except ValueError:
-    raise argparse.ArgumentTypeError(
-        f"expected DATA,MODEL (e.g. 2,4 or -1,1), got {text!r}") from None
-  if data == 0 or model == 0 or data < -1 or model < -1 or (data, model) == (-1, -1):
-    raise argparse.ArgumentTypeError(f"expected positive sizes or one -1, got {text!r}")
-  return data, model
-
-
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("score", help="rerank a candidate run with a reranker checkpoint",
                             description=scorer.__doc__,
@@ -41,80 +28,26 @@ def add_parser(subparsers) -> None:
   p.add_argument("--checkpoint", required=True,
                  help="checkpoint in any format t5rank loads, or shipped:NAME (a model t5rank "
                       "ships: shipped:monot5, shipped:duot5, shipped:tk)")
-  p.add_argument("--config", help="model config name (see t5rank.models.config), for checkpoints "
-                 "without one (Mesh TF, t5x)")
   p.add_argument("--queries", required=True, help="queries: TSV qid<TAB>text, or JSONL")
   p.add_argument("--corpus", required=True, help="corpus: JSONL (id, text, title) or TSV")
   p.add_argument("--run", required=True, help="candidates: TREC run, or qid docid lines")
   p.add_argument("-o", "--output", required=True, help="the reranked TREC run to write")
-  p.add_argument("--depth", type=int, metavar="K",
-                 help="rerank only each query's top K candidates of --run (by its scores); the "
-                 "rest stay below them in the run's order (default: all)")
   p.add_argument("--first-stage-run", metavar="RUN",
                  help="for a model that reads each candidate's BM25 score in its input (the "
                  "shipped monoT5 and duoT5): the BM25 run those scores come from, when --run is "
                  "another stage's ranking (e.g. duoT5 over monoT5's run; default: --run's scores)")
-  p.add_argument("--reranker", choices=Families(), metavar="FAMILY",
-                 help="what the checkpoint is when its files do not say, one of %(choices)s (a "
-                 "Hugging Face duoT5: --reranker duot5; default: its metadata's model, else "
-                 "monot5)")
-  p.add_argument("--aggregate", choices=PAIR_AGGREGATIONS, default="sym-sum",
-                 help="a pairwise reranker's (duoT5) score of a candidate from its pairs with "
-                 "the others of the top K (default: sym-sum, the paper's)")
-  p.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
-                 help="how window scores make a document score (default: maxp)")
-  p.add_argument("--window", type=int, default=DOCUMENT_WINDOW,
-                 help=f"sentences per window, 0 for whole documents (default: {DOCUMENT_WINDOW})")
-  p.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
-                 help=f"sentences between window starts (default: {DOCUMENT_STRIDE})")
-  p.add_argument("--language", default="en", metavar="CODE",
-                 help="the language of the sentence splitter that cuts documents into windows "
-                      "(an ISO code, e.g. en, zh; default en)")
+  options.add_arguments(p, "corpus")
   renamed(p, "--sentence-language", "--language", "language")
-  p.add_argument("--max-length", type=int,
-                 help="input tokens, at most (default: the checkpoint's training input length "
-                 "from its metadata.json, else 512)")
-  p.add_argument("--batch-tokens", type=int,
-                 help="padded tokens per batch, over all local devices (default: 2048 per CPU "
-                 "device, 131072 per GPU, 16384 per TPU core, per data-parallel group of --mesh)")
   p.add_argument("--cpu-devices", type=int,
                  help="on a CPU: the devices each batch is split over, each computing its share on "
                  "its own (default: one per core this process may use; 1 gives one device using all "
                  "cores). No effect on GPU/TPU")
-  p.add_argument("--length-bucket", type=int, metavar="N",
-                 help="pad lengths to multiples of N: fewer shapes to compile (worth it on a GPU "
-                 "or TPU, where each compilation takes seconds), more padding (default: the "
-                 "model's own, 64 tokens for monoT5, 32 words for TK)")
   p.add_argument("--shard-size", type=int, default=ScoringOptions.shard_size,
                  help="passages per output shard (the unit of resumption)")
   p.add_argument("--per-passage-output", help="also write qid docid window log_p p winner lines")
   p.add_argument("--skip-missing", action="store_true",
                  help="skip candidates whose query or document is unknown (and report them)")
   p.add_argument("--tag", help="run tag (last column; default: the model family, e.g. monot5)")
-  p.add_argument("--vocab", help="vocabulary: a name (t5, insuranceqa_en_8k) or a SentencePiece "
-                 "model (default: the one the checkpoint's metadata.json names, else T5's)")
-  p.add_argument("--targets", help="target words: a name such as true_false, or positive,negative "
-                 "(default: the checkpoint's metadata.json `target_words`, else true_false)")
-  p.add_argument("--bm25-in-input", action=argparse.BooleanOptionalAction, default=None,
-                 help="write each candidate's score from --run (a BM25 run) into the input, "
-                 "`Query: q BM25: 12 Document: d Relevant:` (a duoT5: each document's, `Query: "
-                 "q BM25: 12 Document0: d0 BM25: 9 Document1: d1 Relevant:`; default: as the "
-                 "checkpoint's metadata.json says; see t5rank.data.bm25_input)")
-  p.add_argument("--dtype", choices=("float32", "bfloat16"),
-                 help="cast the parameters and activations (default: as stored, float32 for "
-                 "t5rank's checkpoints; float32 is the reference). On a CPU without bfloat16 "
-                 "instructions (avx512_bf16, amx_bf16) bfloat16 is emulated, slower: the command "
-                 "says so")
-  p.add_argument("--precision", choices=scorer.PRECISIONS,
-                 help="float32 matrix products on a GPU or TPU: float32 (full float32), "
-                 "tensorfloat32 (TF32 on an NVIDIA GPU: faster, about 3 decimal digits) or "
-                 "bfloat16 (default: bfloat16 with --dtype bfloat16, else float32). Refused on a "
-                 "CPU, which computes float32 products in float32 whatever is asked: --dtype "
-                 "bfloat16 gives bfloat16 products there")
-  p.add_argument("--mesh", type=mesh_shape, default=ScoringOptions.mesh_shape, metavar="DATA,MODEL",
-                 help="device mesh over this host's devices, as in training: parameters are split "
-                 "over MODEL by the trainer's logical-axis rules, batches over DATA; -1 = all the "
-                 "remaining devices (default: -1,1, every device on data)")
   p.add_argument("--distributed", action="store_true",
                  help="call jax.distributed.initialize() first (one process per host)")
   add_overwrite(p)
@@ -157,16 +90,12 @@ def run(args: argparse.Namespace) -> int:
   if args.distributed:
     jax.distributed.initialize()
   try:  # bad options and input fail before the checkpoint is loaded
-    if args.max_length is not None and args.max_length < 1:
-      raise ValueError(f"--max-length must be positive, got {args.max_length}")
     options = ScoringOptions(
         aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
         skip_missing=args.skip_missing, tag=args.tag or ScoringOptions.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
         length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
-    if args.depth is not None and args.depth < 1:
-      raise ValueError(f"--depth must be positive, got {args.depth}")
     from t5rank.ranking.devices import precision_problem
 
     problem = precision_problem(args.precision, jax.devices()[0].platform)

@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from t5rank.commands import Families, positive_int
-from t5rank.commands.score import mesh_shape, parse_targets
-from t5rank.ranking import scorer
-from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE
-from t5rank.ranking.scorer import PAIR_AGGREGATIONS
+from t5rank.commands import positive_int
+from t5rank.commands.score import parse_targets
+from t5rank.ranking import options
 
 
 def add_parser(subparsers) -> None:
@@ -36,46 +34,9 @@ def add_parser(subparsers) -> None:
                       "every interface, behind a proxy that authenticates: there is no "
                       "authentication here)")
   p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-  model = p.add_argument_group("the model and its scoring (as t5rank score's)")
-  model.add_argument("--reranker", choices=Families(), metavar="FAMILY",
-                     help="what the checkpoint is when its files do not say, one of %(choices)s "
-                          "(a Hugging Face duoT5: --reranker duot5)")
-  model.add_argument("--config", help="model config name, for checkpoints without one")
-  model.add_argument("--dtype", choices=("float32", "bfloat16"),
-                     help="cast the parameters and activations (default: as stored)")
-  model.add_argument("--precision", choices=scorer.PRECISIONS,
-                     help="float32 matrix products on a GPU or TPU (as t5rank score's; refused on a "
-                     "CPU; default: bfloat16 with --dtype bfloat16, else float32)")
-  model.add_argument("--batch-tokens", type=positive_int,
-                     help="padded tokens per batch (default: 2048 per CPU device, 131072 per "
-                          "GPU, 16384 per TPU core)")
-  model.add_argument("--length-bucket", type=positive_int, metavar="N",
-                     help="pad lengths to multiples of N: fewer shapes to compile at start-up, "
-                          "more padding (default: the model's own, 64 tokens for monoT5)")
-  model.add_argument("--window", type=int, default=0,
-                     help="sentences per window of a long text, MaxP over them (default 0: "
-                          "whole texts, cut at --max-length, as for passages)")
-  model.add_argument("--stride", type=int, default=DOCUMENT_STRIDE,
-                     help=f"sentences between window starts (default {DOCUMENT_STRIDE})")
-  model.add_argument("--passages", choices=AGGREGATIONS, default="maxp",
-                     help="how window scores make a text's score (default maxp)")
-  model.add_argument("--language", default="en", metavar="CODE",
-                     help="the sentence splitter's language for --window (default en)")
-  model.add_argument("--depth", type=positive_int, metavar="K",
-                     help="rerank only the first K texts of a request (send them ranked), the "
-                          "rest kept below in their order (duoT5's K)")
-  model.add_argument("--aggregate", choices=PAIR_AGGREGATIONS, default="sym-sum",
-                     help="a pairwise reranker's (duoT5) aggregation of its pairs")
-  model.add_argument("--targets", help="target words: true_false, or positive,negative")
-  model.add_argument("--vocab", help="vocabulary: a name or a SentencePiece model")
-  model.add_argument("--max-length", type=positive_int,
-                     help="input tokens, at most (default: the checkpoint's training length, "
-                          "else 512)")
-  model.add_argument("--bm25-in-input", action=argparse.BooleanOptionalAction, default=None,
-                     help="write each text's first_stage_scores entry into the input (default: "
-                          "as the checkpoint's metadata.json says)")
-  model.add_argument("--mesh", type=mesh_shape, default=(-1, 1), metavar="DATA,MODEL",
-                     help="device mesh over this host's devices (default -1,1)")
+  model = p.add_argument_group("the model and its scoring (t5rank score's options; one default "
+                               "differs: --window)")
+  options.add_arguments(model, "service")
   limits = p.add_argument_group("limits")
   limits.add_argument("--max-texts", type=positive_int, default=1000,
                       help="texts in one request, at most (413 past it; default 1000)")

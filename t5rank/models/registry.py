@@ -156,3 +156,26 @@ def for_config(config: Any, name: Optional[str] = None) -> Family:
                     f"{', '.join(f.config.__name__ for f in _FAMILIES.values())}")
   raise ValueError(f"the families {', '.join(f.name for f in matching)} share "
                    f"{type(config).__name__}: name the one to train")
+
+
+class Families:
+  """argparse `choices` of a `--reranker` flag: the names of `t5rank.models.registry`'s families
+  (`t5_weights`: only those whose checkpoints are T5 weights, config T5Config), looked up when the
+  flag is parsed or its help shown, so that building the parser imports no model. Give the flag a
+  `metavar` (argparse lists plain choices while building the parser) and `%(choices)s` in its
+  help."""
+
+  def __init__(self, *, t5_weights: bool = False):
+    self.t5_weights = t5_weights
+
+  def names(self) -> list[str]:
+    from t5rank.models.config import T5Config
+
+    return [f.name for f in sorted(families(), key=lambda f: f.name)
+            if not self.t5_weights or f.config is T5Config]
+
+  def __iter__(self):
+    return iter(self.names())
+
+  def __contains__(self, name) -> bool:
+    return name in self.names()

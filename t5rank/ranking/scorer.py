@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 # The precision of matrix products (JAX's `default_matmul_precision`): float32 products are full
 # float32 on every backend (a GPU would otherwise compute them in TF32); tensorfloat32 and bfloat16
 # trade exactness for speed where the hardware has them (on a CPU all three are float32 products).
-PRECISIONS = ("float32", "tensorfloat32", "bfloat16")
+from t5rank.ranking.options import PRECISIONS  # noqa: E402  (declared with the options)
 
 
 @dataclasses.dataclass(frozen=True)
