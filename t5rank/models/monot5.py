@@ -61,7 +61,21 @@ def score_step(params, encoder_input_tokens: jax.Array, *, config: T5Config,
   return monot5_score(params, encoder_input_tokens, config=config, target_ids=target_ids)
 
 
-class MonoT5(Reranker):
+class TokenIdsReranker(Reranker):
+  """What the rerankers of T5's token ids (monoT5, RankT5, the classifier) batch alike: examples
+  that are lists of ids, in length buckets (`bucket_batches`), and T5's parameter axes. Subclasses
+  set `config` and `max_length`."""
+
+  def batches(self, examples: Sequence[Sequence[int]], *, batch_tokens: int,
+              row_multiple: int = 1, length_bucket: Optional[int] = None) -> list[Batch]:
+    return bucket_batches(examples, batch_tokens=batch_tokens, max_length=self.max_length,
+                          row_multiple=row_multiple, step=length_bucket or BUCKET_STEP)
+
+  def param_axes(self):
+    return param_axes(self.config)
+
+
+class MonoT5(TokenIdsReranker):
   """monoT5 as a `Reranker`: `Query: q Document: d Relevant:` (with `bm25_in_input`, `Query: q BM25:
   12 Document: d Relevant:`, `t5rank.data.bm25_input`) cut to `max_length` ids, scored by
   `score_step`: (log P(positive word), P(positive word))."""
@@ -107,18 +121,9 @@ class MonoT5(Reranker):
                      score_ids(first_stage[i]) if self.bm25_in_input else ())
             for i, (q, d) in enumerate(zip(queries, passages))]
 
-  def batches(self, examples: Sequence[Sequence[int]], *, batch_tokens: int,
-              row_multiple: int = 1, length_bucket: Optional[int] = None) -> list[Batch]:
-
-    return bucket_batches(examples, batch_tokens=batch_tokens, max_length=self.max_length,
-                          row_multiple=row_multiple, step=length_bucket or BUCKET_STEP)
-
   def score_batch(self, params, arrays):
     (tokens,) = arrays
     return score_step(params, tokens, config=self.config, target_ids=self.target_ids)
-
-  def param_axes(self):
-    return param_axes(self.config)
 
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.config.to_json()),

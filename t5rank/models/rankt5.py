@@ -34,11 +34,11 @@ import jax.numpy as jnp
 
 from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models import registry
-from t5rank.models.batching import BUCKET_STEP, bucket_batches
 from t5rank.models.config import T5Config, get_config
 from t5rank.models.inputs import DEFAULT_MAX_LENGTH
-from t5rank.models.network import T5, param_axes
-from t5rank.models.reranker import Batch, Reranker, cast_params
+from t5rank.models.network import T5
+from t5rank.models.monot5 import TokenIdsReranker
+from t5rank.models.reranker import cast_params
 from t5rank.models.vocab import Vocabulary, load_vocabulary
 
 MODEL_NAME = "rankt5"
@@ -116,7 +116,7 @@ def score_step(params, encoder_input_tokens: jax.Array, *, config: T5Config,
   return scores, jax.nn.sigmoid(scores)
 
 
-class RankT5(Reranker):
+class RankT5(TokenIdsReranker):
   """RankT5 Encoder-Decoder as a `Reranker`: `Query: q Document: d` cut to `max_length` ids,
   scored by `score_step`."""
 
@@ -143,17 +143,9 @@ class RankT5(Reranker):
     del first_stage  # RankT5 reads only the texts
     return encode_rankt5(self.vocab, queries, passages, self.max_length)
 
-  def batches(self, examples: Sequence[Sequence[int]], *, batch_tokens: int,
-              row_multiple: int = 1, length_bucket: Optional[int] = None) -> list[Batch]:
-    return bucket_batches(examples, batch_tokens=batch_tokens, max_length=self.max_length,
-                          row_multiple=row_multiple, step=length_bucket or BUCKET_STEP)
-
   def score_batch(self, params, arrays):
     (tokens,) = arrays
     return score_step(params, tokens, config=self.config, score_id=self.score_id)
-
-  def param_axes(self):
-    return param_axes(self.config)
 
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.config.to_json()),

@@ -27,26 +27,20 @@ USE_NAMES = {"corpus": "t5rank score", "service": "t5rank serve, t5rank.load and
 PRECISIONS = ("float32", "tensorfloat32", "bfloat16")
 
 
-def positive_int(text: str) -> int:
-  """An argparse type: an integer >= 1."""
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-  if value < 1:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-  return value
+def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+  def parse(text: str) -> int:
+    try:
+      value = int(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < minimum:
+      raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+    return value
+  return parse
 
 
-def non_negative_int(text: str) -> int:
-  """An argparse type: an integer >= 0."""
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-  if value < 0:
-    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-  return value
+positive_int = _int_at_least(1, "a positive integer")  # argparse types that check
+non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
 def mesh_shape(text: str) -> tuple[int, int]:
