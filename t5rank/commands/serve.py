@@ -52,7 +52,14 @@ def add_parser(subparsers) -> None:
                       help="how long a step waits for more requests once one is queued "
                            "(default 5)")
   limits.add_argument("--max-connections", type=positive_int, default=512,
-                      help="open connections, at most (503 past it; default 512)")
+                      help="open connections, at most: past it the longest-waiting one without a "
+                           "whole request is closed to make room, and only when every one has a "
+                           "request being answered is the new one answered 503 (default 512)")
+  limits.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
+                      help="a request must arrive whole within this many seconds of its first "
+                           "byte (408 and closed past it); a connection with no request is closed "
+                           "after min(5, this); past --max-connections the longest-waiting "
+                           "connection without a whole request makes room (default 10)")
   limits.add_argument("--drain-seconds", type=float, default=30.0,
                       help="after SIGTERM, how long the requests in flight may take (default 30)")
   access = p.add_argument_group("who may call it")
@@ -107,4 +114,4 @@ def run(args: argparse.Namespace) -> int:
                max_batch_pairs=args.max_batch_pairs, max_wait_ms=args.max_wait_ms,
                max_connections=args.max_connections, drain_seconds=args.drain_seconds,
                access_log=args.access_log, allowed_hosts=hosts, api_key=api_key,
-               cors_origins=args.cors_origin)
+               cors_origins=args.cors_origin, request_timeout=args.request_timeout)

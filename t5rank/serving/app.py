@@ -41,6 +41,7 @@ from starlette.routing import Route
 from t5rank.ranking.jobs import job_class
 from t5rank.serving import wire
 from t5rank.serving.batcher import Batcher, Closed, QueueFull
+from t5rank.serving.connections import Connections
 from t5rank.serving.guard import Guard, default_allowed_hosts
 from t5rank.serving.metrics import Metrics
 
@@ -281,7 +282,8 @@ def make_server(ranker, *, host: str = "127.0.0.1", port: int = 8080,
                 max_connections: int = 512, drain_seconds: float = 30.0,
                 access_log: bool = False, warm_up: Optional[Callable] = None,
                 allowed_hosts: Optional[Sequence[str]] = None, api_key: Optional[str] = None,
-                cors_origins: Sequence[str] = (), max_readers: int = 4) -> Server:
+                cors_origins: Sequence[str] = (), max_readers: int = 4,
+                request_timeout: float = 10.0) -> Server:
   """The server of `ranker` (not started): `limits` per request, the batcher's `max_queue`,
   `max_batch_pairs` and `max_wait_ms`, at most `max_connections` open connections (uvicorn
   answers 503 past them), `drain_seconds` to finish the requests in flight after SIGTERM.
@@ -289,8 +291,11 @@ def make_server(ranker, *, host: str = "127.0.0.1", port: int = 8080,
   `limits.max_texts` texts merged into steps of `max_batch_pairs` can bring) runs before /health
   is 200. `allowed_hosts` (default: `host` and the loopback names; "*" any), `api_key` and
   `cors_origins` (the browser origins allowed to call it; none by default): the module
-  docstring's `t5rank.serving.guard`; `max_readers` bodies read at once. ValueError for a limit
-  that is not a finite number >= 0."""
+  docstring's `t5rank.serving.guard`; `max_readers` bodies read at once. Each request must arrive
+  whole within `request_timeout` seconds of its first byte, a connection with no request is closed
+  after min(5, request_timeout) s, and past `max_connections` the longest-waiting connection
+  without a whole request makes room (`t5rank.serving.connections`). ValueError for a limit that
+  is not a finite number >= 0."""
   for name, value in (("max_wait_ms", max_wait_ms), ("drain_seconds", drain_seconds)):
     if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
       raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -312,8 +317,10 @@ def make_server(ranker, *, host: str = "127.0.0.1", port: int = 8080,
                          allow_headers=["Authorization", "Content-Type"])
   app = Guard(app, allowed_hosts=allowed_hosts or default_allowed_hosts(host), api_key=api_key)
   app = service.metrics.middleware(app)
-  config = uvicorn.Config(app, host=host, port=port, lifespan="on",
-                          access_log=access_log, limit_concurrency=max_connections,
+  connections = Connections(max_connections=max_connections, request_timeout=request_timeout,
+                            on_close=service.metrics.connection_closed)
+  config = uvicorn.Config(app, host=host, port=port, lifespan="on", access_log=access_log,
+                          http=connections.protocol(), timeout_keep_alive=connections.idle_timeout,
                           timeout_graceful_shutdown=drain_seconds, log_config=None)
   return Server(config, service)
 

@@ -7,6 +7,9 @@ the server's own), named as text-embeddings-inference names its own:
     t5rank_batch_inputs                       model inputs per scoring step (histogram)
     t5rank_batch_duration_seconds             seconds per scoring step (histogram)
     t5rank_inputs_scored_total                model inputs scored
+    t5rank_connections_closed_total{reason}   connections the server closed on its own: idle,
+                                              slow (408), evicted (to make room), refused (503),
+                                              invalid (400)
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ class Metrics:
                                    registry=self.registry,
                                    buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
     self.scored = Counter("t5rank_inputs_scored", "model inputs scored", registry=self.registry)
+    self.closed = Counter("t5rank_connections_closed", "connections the server closed",
+                          ["reason"], registry=self.registry)
+
+  def connection_closed(self, reason: str) -> None:
+    """Counts a connection the server closed (`t5rank.serving.connections`)."""
+    self.closed.labels(reason).inc()
 
   def step(self, inputs: int, seconds: float) -> None:
     """Records one scoring step of the batcher."""
