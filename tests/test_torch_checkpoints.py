@@ -363,11 +363,11 @@ def test_a_pickle_that_sets_the_state_of_a_shared_record_is_refused():
   """BUILD on what find_class hands out (shared by every load) is refused, nothing changed."""
   import io
 
-  from t5rank.checkpoints import torch_pickle
+  from t5rank.checkpoints import restricted_pickle
 
-  before = {k: (getattr(v, "dtype", None)) for k, v in torch_pickle._GLOBALS.items()}
+  before = {k: (getattr(v, "dtype", None)) for k, v in restricted_pickle._GLOBALS.items()}
   for name in (b"torch\nFloatStorage\n", b"torch._utils\n_rebuild_tensor_v2\n"):
     payload = b"\x80\x02c" + name + b"}X\x05\x00\x00\x00dtypeK\x01sb."
     with pytest.raises(CheckpointError, match="sets the state"):
-      torch_pickle._unpickle(io.BytesIO(payload), "evil.bin")
-  assert {k: getattr(v, "dtype", None) for k, v in torch_pickle._GLOBALS.items()} == before
+      restricted_pickle.unpickle(io.BytesIO(payload), "evil.bin")
+  assert {k: getattr(v, "dtype", None) for k, v in restricted_pickle._GLOBALS.items()} == before
