@@ -11,7 +11,9 @@ becomes a local directory, which format it holds, and t5rank's own format.
 | `resolved.py` | a `Checkpoint`: the path, its format and the small JSON files that say what it is |
 | `formats.py` | `FORMATS`, `detect_format`, the files of each format, a Hugging Face directory's raw tensors |
 | `native.py` | t5rank's Orbax directory: parameters, config.json, metadata.json, manifest.json |
-| `torch_pickle.py` | PyTorch `.bin` state dicts read without torch and without running the pickle |
+| `torch_pickle.py` | PyTorch `.bin` state dicts (zip and legacy layouts) read without torch |
+| `restricted_pickle.py` | their pickle, read without `pickle`: nothing runs, memory and time bounded |
+| `untrusted.py` | values from a stranger's file quoted safely in a message |
 | `shipped.py` | the models shipped inside the package |
 | `tree.py` | nested parameters and their flat names, `CheckpointError`, atomic writes |
 
