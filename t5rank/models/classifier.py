@@ -40,9 +40,10 @@ NUM_CLASSES = 2  # 0 = not relevant, 1 = relevant
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierConfig(JsonConfig):
-  """The classifier on the encoder of the T5 architecture `t5` (its decoder fields unused)."""
-  MODEL: ClassVar[str] = "classifier"
+class EncoderHeadConfig(JsonConfig):
+  """A head on the encoder of the T5 architecture `t5` (its decoder fields unused): what the
+  classifier and RankT5 Encoder-only (`t5rank.models.rankt5_encoder`) share. A subclass sets MODEL
+  and `init_params(rng)`, its random parameters."""
   t5: T5Config
 
   def __post_init__(self):
@@ -57,11 +58,22 @@ class ClassifierConfig(JsonConfig):
   def dtype(self) -> str:
     return self.t5.dtype
 
+  def init_params(self, rng: jax.Array) -> dict:
+    raise NotImplementedError
+
   @property
   def num_parameters(self) -> int:
-    return int(sum(np.prod(s) for s in jax.tree.leaves(
-        jax.tree.map(lambda x: x.shape, jax.eval_shape(
-            lambda: init_params(self, jax.random.PRNGKey(0)))))))
+    shapes = jax.eval_shape(lambda: self.init_params(jax.random.PRNGKey(0)))
+    return int(sum(np.prod(s.shape) for s in jax.tree.leaves(shapes)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierConfig(EncoderHeadConfig):
+  """The classifier on the encoder of the T5 architecture `t5` (its decoder fields unused)."""
+  MODEL: ClassVar[str] = "classifier"
+
+  def init_params(self, rng: jax.Array) -> dict:
+    return init_params(self, rng)
 
 
 def encoder_params(t5_params) -> dict:

@@ -156,14 +156,8 @@ def load_t5_reranker(cls, checkpoint: Checkpoint, *, config_name: Optional[str] 
   `.target_words`, `.max_length`, `.bm25_in_input`), else T5's vocabulary, true_false, 512 and no
   score. `dtype` ("bfloat16") casts the parameters and the activations; float32 is the default and
   the reference."""
-  from t5rank.models.t5_weights import load_checkpoint
-
-  config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
-  if dtype:
-    config = config.replace(dtype=dtype)
-    params = cast_params(params, dtype)
-  vocabulary = (load_vocabulary(vocab) if vocab is not None
-                else stored_vocabulary(checkpoint, config))
+  config, params, vocabulary = load_t5(checkpoint, config_name=config_name, dtype=dtype,
+                                       vocab=vocab)
   stored_targets = checkpoint.target_words
   if isinstance(stored_targets, list):
     stored_targets = tuple(stored_targets)
@@ -178,6 +172,23 @@ def load_t5_reranker(cls, checkpoint: Checkpoint, *, config_name: Optional[str] 
   except ValueError as e:
     raise ValueError(f"{checkpoint.path}: {e}") from None
   return reranker, params
+
+
+def load_t5(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
+            dtype: Optional[str] = None, vocab: Optional[str] = None):
+  """(config, parameters, vocabulary) of a T5 `checkpoint` in any format, what every T5 family's
+  loader starts from: `config_name` for formats without a config, the parameters cast to `dtype`
+  (mixed precision: `t5rank.models.network`), `vocab` (a name or a path) else the vocabulary the
+  checkpoint carries (`stored_vocabulary`)."""
+  from t5rank.models.t5_weights import load_checkpoint
+
+  config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
+  if dtype:
+    config = config.replace(dtype=dtype)
+    params = cast_params(params, dtype)
+  vocabulary = (load_vocabulary(vocab) if vocab is not None
+                else stored_vocabulary(checkpoint, config))
+  return config, params, vocabulary
 
 
 def stored_extra_ids(checkpoint: Checkpoint, config: T5Config) -> Optional[int]:

@@ -34,12 +34,11 @@ import jax.numpy as jnp
 
 from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models import registry
-from t5rank.models.config import T5Config, get_config
+from t5rank.models.config import T5Config
 from t5rank.models.inputs import DEFAULT_MAX_LENGTH
 from t5rank.models.network import T5
-from t5rank.models.monot5 import TokenIdsReranker
-from t5rank.models.reranker import cast_params
-from t5rank.models.vocab import Vocabulary, load_vocabulary
+from t5rank.models.monot5 import TokenIdsReranker, load_t5
+from t5rank.models.vocab import Vocabulary
 
 MODEL_NAME = "rankt5"
 SCORE_TOKEN = "<extra_id_10>"  # google/rax examples/t5x/tasks.py: "an unused token"
@@ -180,16 +179,9 @@ def load_rankt5(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
   config: t5x, Mesh TF; Google's RankT5 checkpoints are T5 1.0's architecture, `t5_base`,
   `t5_large`, `t5_3B`), with the vocabulary it carries (T5's when it names none) and `max_length`
   as given, else as stored, else 512. `dtype` casts parameters and activations."""
-  from t5rank.models.monot5 import stored_vocabulary
-  from t5rank.models.t5_weights import load_checkpoint
-
   refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input)
-  config, params = load_checkpoint(checkpoint, get_config(config_name) if config_name else None)
-  if dtype:
-    config = config.replace(dtype=dtype)
-    params = cast_params(params, dtype)
-  vocabulary = (load_vocabulary(vocab) if vocab is not None
-                else stored_vocabulary(checkpoint, config))
+  config, params, vocabulary = load_t5(checkpoint, config_name=config_name, dtype=dtype,
+                                       vocab=vocab)
   try:
     reranker = RankT5(config, vocabulary,
                       max_length=max_length or checkpoint.max_length or DEFAULT_MAX_LENGTH)

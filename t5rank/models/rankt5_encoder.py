@@ -23,11 +23,10 @@ from typing import Any, ClassVar, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models import classifier, registry
-from t5rank.models.config import JsonConfig, T5Config
+from t5rank.models.config import T5Config
 from t5rank.models.network import init_params as t5_init
 from t5rank.models.rankt5 import RankT5, RankT5Marks, rankt5_input, refuse_monot5_options
 from t5rank.models.vocab import Vocabulary
@@ -36,27 +35,12 @@ MODEL_NAME = "rankt5_encoder"
 
 
 @dataclasses.dataclass(frozen=True)
-class RankT5EncoderConfig(JsonConfig):
+class RankT5EncoderConfig(classifier.EncoderHeadConfig):
   """RankT5 Encoder-only on the encoder of the T5 architecture `t5` (its decoder fields unused)."""
   MODEL: ClassVar[str] = MODEL_NAME
-  t5: T5Config
 
-  def __post_init__(self):
-    if isinstance(self.t5, dict):  # from JSON
-      object.__setattr__(self, "t5", T5Config(**self.t5))
-
-  @property
-  def vocab_size(self) -> int:
-    return self.t5.vocab_size
-
-  @property
-  def dtype(self) -> str:
-    return self.t5.dtype
-
-  @property
-  def num_parameters(self) -> int:
-    shapes = jax.eval_shape(lambda: init_params(self, jax.random.PRNGKey(0)))
-    return int(sum(np.prod(s.shape) for s in jax.tree.leaves(shapes)))
+  def init_params(self, rng: jax.Array) -> dict:
+    return init_params(self, rng)
 
 
 def init_head(rng: jax.Array, d_model: int) -> dict:
