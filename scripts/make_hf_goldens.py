@@ -20,6 +20,10 @@ transformers' PyTorch T5 in float32:
   tests/golden/hf_goldens.json                 versions and settings used
   tests/golden/hf_duot5/                        a tiny T5 with T5's vocabulary and duoT5's
                                                 reference: three pairs' ids and pygaggle's p
+  tests/golden/hf_truncation.json               monoT5 inputs past 512 tokens as pygaggle makes
+                                                them (transformers' T5 tokenizer, truncation=True,
+                                                max_length=512) and hf_duot5's log P(true) of them
+                                                (`make_hf_goldens.py truncation` writes only it)
 It then checks the other direction: t5rank's import and re-export of each checkpoint loads in
 transformers and gives the same logits, bit for bit (with transformers 5.x, in both config forms
 t5rank writes: 4.x and 5.x).
@@ -204,13 +208,54 @@ def write_duot5_golden() -> None:
     f.write("\n")
 
 
+# monoT5 past max_length as pygaggle scores it (`MonoT5.rescore`, `T5BatchTokenizer`): transformers'
+# SentencePiece T5 tokenizer on "Query: q Document: d Relevant:" with truncation=True, max_length=512 (the first
+# 511 ids, then EOS), then the network; a short document too, cut by neither.
+TRUNCATION_QUERY = "what does life insurance cover"
+TRUNCATION_SENTENCE = ("A term life policy pays a death benefit to your family if you die within "
+                       "the term, whatever the cause. ")
+TRUNCATION_DOCUMENTS = {"short": TRUNCATION_SENTENCE, "long": TRUNCATION_SENTENCE * 25}
+
+
+def write_truncation_golden() -> None:
+  """tests/golden/hf_truncation.json: for a short and a long (past 512 tokens) document, the ids
+  transformers' T5 tokenizer gives pygaggle's monoT5 input and tests/golden/hf_duot5's log
+  P(true) of them (softmax over the logits of true (1176) and false (6136) at the first decoder
+  step)."""
+  directory = os.path.join(GOLDEN_DIR, "hf_duot5")
+  model = transformers.T5ForConditionalGeneration.from_pretrained(directory).eval()
+  # pygaggle's tokenizer: AutoTokenizer.from_pretrained(..., use_fast=False), the SentencePiece
+  # T5Tokenizer (the fast one converted here drops the "▁" before "Query:")
+  tokenizer = transformers.T5Tokenizer(vocab_file=os.path.join(
+      os.path.dirname(__file__), os.pardir, "t5rank", "data", "t5_spiece.model"))
+  rows = {}
+  for name, document in TRUNCATION_DOCUMENTS.items():
+    text = f"Query: {TRUNCATION_QUERY} Document: {document.strip()} Relevant:"
+    encoded = tokenizer([text], padding="longest", truncation=True, max_length=512,
+                        return_tensors="pt")
+    with torch.no_grad():
+      logits = model(input_ids=encoded["input_ids"],
+                     decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits[0, 0]
+    log_p = torch.log_softmax(logits[list(TARGET_IDS)], dim=0)[0].item()
+    rows[name] = {"document": document.strip(),
+                  "whole_input_tokens": len(tokenizer(text)["input_ids"]),
+                  "ids": encoded["input_ids"][0].tolist(), "log_p_true": log_p}
+  with open(os.path.join(GOLDEN_DIR, "hf_truncation.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
+               "query": TRUNCATION_QUERY, "max_length": 512, "documents": rows}, f, indent=1)
+    f.write("\n")
+
+
 GENERATION = transformers.__version__.split(".")[0]  # "4" or "5"
 PREFIX = "hf" if GENERATION == "4" else f"hf{GENERATION}"
 
 
-def main() -> None:
+def main(only: tuple[str, ...] = ()) -> None:
   torch.set_num_threads(1)
   os.makedirs(GOLDEN_DIR, exist_ok=True)
+  if only == ("truncation",):  # hf_truncation.json alone, from the hf_duot5 already written
+    write_truncation_golden()
+    return
   models = {name: (overrides, False, False) for name, overrides in MODELS.items()}
   if GENERATION != "4":
     models[UNTIED_5X] = (MODELS["v1_1"], True, False)
@@ -229,6 +274,7 @@ def main() -> None:
     np.savez_compressed(os.path.join(GOLDEN_DIR, "relative_position_buckets.npz"),
                         **bucket_tables())
     write_duot5_golden()
+    write_truncation_golden()
   with open(os.path.join(GOLDEN_DIR, f"{PREFIX}_goldens.json"), "w") as f:
     json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
                "models": {name: dict(overrides, untied_head=untie, mt5=mt5)
@@ -240,4 +286,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  import sys
+
+  main(tuple(sys.argv[1:]))

@@ -253,8 +253,8 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None,
          language: str = declared.default("language", "service"), depth: Optional[int] = None,
          aggregate: str = declared.default("aggregate", "service"), targets=None,
          vocab: Optional[str] = None, max_length: Optional[int] = None,
-         bm25_in_input: Optional[bool] = None, config: Optional[str] = None,
-         length_bucket: Optional[int] = None,
+         bm25_in_input: Optional[bool] = None, truncation: Optional[str] = None,
+         config: Optional[str] = None, length_bucket: Optional[int] = None,
          mesh: tuple[int, int] = declared.default("mesh", "service")) -> Ranker:
   """A `Ranker` of `checkpoint`: a path in any format t5rank reads, `shipped:NAME` or a Hugging
   Face Hub id `ORG/NAME[@REVISION]` (`t5rank.checkpoints.locate`), resolved once, or a resolved
@@ -265,7 +265,9 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None,
   their aggregation for long texts; `window=0`, the default here, scores whole texts, as for
   passages), `depth` (only the best `depth` of `rank`'s documents are reranked: duoT5's K),
   `aggregate` (duoT5's pair aggregation), `targets` ("true_false", or ("yes", "no")), `vocab`,
-  `max_length`, `bm25_in_input`, `config` (a config name, for formats without one),
+  `max_length`, `bm25_in_input`, `truncation` (past max_length: "document", the default, cuts the
+  document; "input" the whole input at its end, as pygaggle and transformers' T5 tokenizer),
+  `config` (a config name, for formats without one),
   `length_bucket` and `mesh` (data, model). Each is declared once, with its check and default, in
   `t5rank.ranking.options`; the defaults are those of a service (`window` 0: whole texts; `t5rank
   score`'s is 10, windows of a corpus of documents)."""
@@ -274,7 +276,7 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None,
   for name, value in (("dtype", dtype), ("batch_tokens", batch_tokens), ("window", window),
                       ("stride", stride), ("passages", passages), ("depth", depth),
                       ("aggregate", aggregate), ("max_length", max_length),
-                      ("length_bucket", length_bucket)):
+                      ("truncation", truncation), ("length_bucket", length_bucket)):
     declared.check(name, value)
   from t5rank.models.loading import load_reranker
   from t5rank.ranking.devices import precision_problem, use_cpu_devices
@@ -305,7 +307,7 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None,
     targets = tuple(targets.split(",", 1))
   model, params = load_reranker(resolved, config_name=config, model=reranker, options={
       "vocab": vocab, "targets": targets, "dtype": dtype, "max_length": max_length,
-      "bm25_in_input": bm25_in_input})
+      "bm25_in_input": bm25_in_input, "truncation": truncation})
   name = resolved.name if not os.path.isdir(resolved.name) else resolved.path
   ranker = Ranker(model, params, checkpoint=name,
                   options=options, dtype=dtype)

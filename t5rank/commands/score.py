@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     raise SystemExit(f"t5rank score: {e}") from None
   reranker, params = load_reranker(checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
-      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input},
+      "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input,
+      "truncation": args.truncation},
       model=args.reranker)
   if args.tag is None:  # the run names its model
     options = dataclasses.replace(options, tag=reranker.name)

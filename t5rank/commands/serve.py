@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
       passages=args.passages, language=args.language, depth=args.depth,
       aggregate=args.aggregate, targets=parse_targets(args.targets) if args.targets else None,
       vocab=args.vocab, max_length=args.max_length, bm25_in_input=args.bm25_in_input,
-      config=args.config, length_bucket=args.length_bucket, mesh=args.mesh)
+      truncation=args.truncation, config=args.config, length_bucket=args.length_bucket, mesh=args.mesh)
   return serve(ranker, host=args.host, port=args.port, limits=limits, max_queue=args.max_queue,
                max_batch_pairs=args.max_batch_pairs, max_wait_ms=args.max_wait_ms,
                max_connections=args.max_connections, drain_seconds=args.drain_seconds,

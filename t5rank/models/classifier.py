@@ -135,8 +135,9 @@ class Classifier(MonoT5):
   name = MODEL_NAME
 
   def __init__(self, config: ClassifierConfig, vocab: Vocabulary, *, max_length: int = 512,
-               bm25_in_input: bool = False):
-    super().__init__(config.t5, vocab, (), max_length=max_length, bm25_in_input=bm25_in_input)
+               bm25_in_input: bool = False, truncation: str = "document"):
+    super().__init__(config.t5, vocab, (), max_length=max_length, bm25_in_input=bm25_in_input,
+                     truncation=truncation)
     self.classifier_config = config
 
   def score_batch(self, params, arrays):
@@ -149,7 +150,7 @@ class Classifier(MonoT5):
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.classifier_config.to_json()),
             "vocab": self.vocab.sha256, "max_length": self.max_length,
-            "bm25_in_input": self.bm25_in_input}
+            "bm25_in_input": self.bm25_in_input, **self.truncation_fingerprint()}
 
   def describe(self) -> str:
     return (f"encoder-only classifier ({self.classifier_config.num_parameters / 1e6:.1f}M "
@@ -166,7 +167,7 @@ class Classifier(MonoT5):
 def load_classifier(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
                     vocab: Optional[str] = None, dtype: Optional[str] = None,
                     max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None,
-                    targets=None):
+                    targets=None, truncation: str = "document"):
   """(Classifier, parameters) of a classifier checkpoint, with the vocabulary, input length and
   BM25 flag its metadata names unless given. Target words do not apply (refused if given)."""
   from t5rank.checkpoints import native
@@ -189,7 +190,7 @@ def load_classifier(checkpoint: Checkpoint, *, config_name: Optional[str] = None
   try:
     reranker = Classifier(config, vocabulary, max_length=max_length or checkpoint.max_length or 512,
                           bm25_in_input=bool(checkpoint.bm25_in_input) if bm25_in_input is None
-                          else bm25_in_input)
+                          else bm25_in_input, truncation=truncation)
   except ValueError as e:
     raise ValueError(f"{checkpoint.path}: {e}") from None
   return reranker, params

@@ -24,7 +24,8 @@ When the input must be cut, the query keeps its tokens (as monoT5's) and the two
 room left (the scores, like the template, are never cut): each keeps up to half, and a document
 shorter than its half gives the rest to the other, so that both documents and `Relevant:` are
 always read. pygaggle instead tokenizes the whole string and cuts it at 512 tokens from the end:
-with two long documents the second is cut first, possibly to nothing, and `Relevant:` is lost.
+with two long documents the second is cut first, possibly to nothing, and `Relevant:` is lost;
+`truncation="input"` cuts as pygaggle does (`t5rank.models.inputs.cut_input`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Optional, Sequence
 
 from t5rank.models import registry
 from t5rank.models.config import T5Config
-from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds, score_text
+from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds, cut_input, score_text
 from t5rank.models.monot5 import MonoT5, load_t5_reranker
 from t5rank.models.vocab import EOS_ID, Vocabulary
 
@@ -64,12 +65,17 @@ def format_input(query: str, document0: str, document1: str,
 
 def assemble(query_ids: Sequence[int], first: Sequence[int], second: Sequence[int],
              marks: DuoTemplateIds, max_length: int = DEFAULT_MAX_LENGTH,
-             score_ids: tuple[Sequence[int], Sequence[int]] = ((), ())) -> list[int]:
+             score_ids: tuple[Sequence[int], Sequence[int]] = ((), ()),
+             truncation: str = "document") -> list[int]:
   """Ids of one input with EOS, at most `max_length` long: the documents share the room the query
   and the template leave (each up to half; a shorter one gives the rest to the other, module
   docstring); only a query too long to leave room for the template is cut itself. `score_ids`:
-  the ids of each document's `score_text`, before its mark (never cut)."""
+  the ids of each document's `score_text`, before its mark (never cut). `truncation="input"`:
+  the whole input cut at its end, as pygaggle's."""
   score0, score1 = (list(ids) for ids in score_ids)
+  if truncation == "input":
+    return cut_input(marks.query + list(query_ids) + score0 + marks.document0 + list(first)
+                     + score1 + marks.document1 + list(second) + marks.relevant, max_length)
   fixed = (len(marks.query) + len(marks.document0) + len(marks.document1) + len(marks.relevant)
            + len(score0) + len(score1) + 1)
   if fixed > max_length:
@@ -95,9 +101,10 @@ class DuoT5(MonoT5):
   job = "t5rank.ranking.pairwise.PairJob"
 
   def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,
-               max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False):
+               max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False,
+               truncation: str = "document"):
     super().__init__(config, vocab, target_ids, max_length=max_length,
-                     bm25_in_input=bm25_in_input)
+                     bm25_in_input=bm25_in_input, truncation=truncation)
 
   def encode(self, queries: Sequence[str], passages: Sequence[tuple[str, str]],
              first_stage: Optional[Sequence[tuple[float, float]]] = None) -> list[list[int]]:
@@ -112,14 +119,15 @@ class DuoT5(MonoT5):
     ids = dict(zip(texts, self.vocab.encode_batch(texts)))
     return [assemble(ids[q], ids[d0], ids[d1], marks, self.max_length,
                      (score_ids(first_stage[i][0]), score_ids(first_stage[i][1]))
-                     if self.bm25_in_input else ((), ()))
+                     if self.bm25_in_input else ((), ()), self.truncation)
             for i, (q, (d0, d1)) in enumerate(zip(queries, passages))]
 
   def describe(self) -> str:
     return (f"duoT5 ({self.config.num_parameters / 1e6:.1f}M parameters, {self.config.dtype}, "
             f"targets {self.target_ids}, max_length {self.max_length}"
-            f"{', BM25 scores in the input' if self.bm25_in_input else ''}; p(d0 > d1) of every "
-            "ordered pair)")
+            f"{', BM25 scores in the input' if self.bm25_in_input else ''}"
+            f"{', the whole input cut' if self.truncation == 'input' else ''}; p(d0 > d1) of "
+            "every ordered pair)")
 
 
 def load_duot5(checkpoint, **options):

@@ -9,6 +9,12 @@ Tokenization is done in four whitespace-separated parts ("Query:", q, "Document:
 T5's SentencePiece model splits on whitespace, so the concatenation of the parts' ids equals the ids
 of the whole string (a test checks this on real text), and the document can be cut by tokens while
 the query prefix and the `Relevant:` suffix stay whole.
+
+Past `max_length`, t5rank cuts the document (`truncation="document"`, the default): the query,
+`Relevant:` and EOS are always read. pygaggle and transformers' T5 tokenizer (`truncation=True,
+max_length=512`) cut the whole input instead (`truncation="input"`): its first max_length − 1 ids,
+then EOS, so that an input past the limit loses `Relevant:` and the scores differ (issue #67: up
+to 6.1 in log P for a 600-token document). Below max_length both are the same ids.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 from t5rank.models.vocab import EOS_ID, Vocabulary
 
 DEFAULT_MAX_LENGTH = 512
+TRUNCATIONS = ("document", "input")  # what is cut past max_length (module docstring)
 TEMPLATE = "Query: {query} Document: {document} Relevant:"
 SCORE_MARK = "BM25:"
 
@@ -40,11 +47,29 @@ def format_input(query: str, document: str, score: Optional[float] = None) -> st
   return TEMPLATE.format(query=query, document=document)
 
 
+def check_truncation(truncation: str) -> str:
+  """`truncation` if it is one of TRUNCATIONS, else ValueError."""
+  if truncation not in TRUNCATIONS:
+    raise ValueError(f"truncation must be one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
+  return truncation
+
+
+def cut_input(ids: Sequence[int], max_length: int) -> list[int]:
+  """transformers' T5 tokenizer's cut (`truncation="input"`): the first max_length − 1 of the
+  whole input's ids, then EOS."""
+  return list(ids)[:max_length - 1] + [EOS_ID]
+
+
 def assemble(query_ids: Sequence[int], document_ids: Sequence[int], marks: "TemplateIds",
-             max_length: int = DEFAULT_MAX_LENGTH, score_ids: Sequence[int] = ()) -> list[int]:
+             max_length: int = DEFAULT_MAX_LENGTH, score_ids: Sequence[int] = (),
+             truncation: str = "document") -> list[int]:
   """Ids of one input with EOS, at most `max_length` long: the document is cut first; only a query
   too long to leave room for the template is cut itself (its end), never the score (`score_ids`,
-  the ids of `score_text`), `Relevant:` or EOS."""
+  the ids of `score_text`), `Relevant:` or EOS. `truncation="input"`: the whole input is cut
+  (`cut_input`), as pygaggle's."""
+  if truncation == "input":
+    return cut_input(marks.query + list(query_ids) + list(score_ids) + marks.document
+                     + list(document_ids) + marks.relevant, max_length)
   fixed = len(marks.query) + len(score_ids) + len(marks.document) + len(marks.relevant) + 1
   if fixed > max_length:
     raise ValueError(f"max_length {max_length} cannot hold the template itself ({fixed} tokens)")
@@ -79,9 +104,11 @@ class ScoreIds:
 
 def encode_pairs(vocab: Vocabulary, queries: Sequence[str], documents: Sequence[str],
                  max_length: int = DEFAULT_MAX_LENGTH,
-                 scores: Optional[Sequence[float]] = None) -> list[list[int]]:
+                 scores: Optional[Sequence[float]] = None,
+                 truncation: str = "document") -> list[list[int]]:
   """Token ids (with EOS, unpadded) of the monoT5 input for each (query, document) pair; with
-  `scores`, each pair's first-stage score is written into its input."""
+  `scores`, each pair's first-stage score is written into its input; cut past `max_length` as
+  `truncation` says (`assemble`)."""
   if len(queries) != len(documents):
     raise ValueError(f"{len(queries)} queries but {len(documents)} documents")
   if scores is not None and len(scores) != len(queries):
@@ -90,8 +117,8 @@ def encode_pairs(vocab: Vocabulary, queries: Sequence[str], documents: Sequence[
   query_ids = vocab.encode_batch(queries)
   document_ids = vocab.encode_batch(documents)
   score_ids = ScoreIds(vocab)
-  return [assemble(q, d, marks, max_length, score_ids(scores[i]) if scores is not None else ())
-          for i, (q, d) in enumerate(zip(query_ids, document_ids))]
+  return [assemble(q, d, marks, max_length, score_ids(scores[i]) if scores is not None else (),
+                   truncation) for i, (q, d) in enumerate(zip(query_ids, document_ids))]
 
 
 def encode_pair(vocab: Vocabulary, query: str, document: str,

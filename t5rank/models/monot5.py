@@ -26,7 +26,8 @@ from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models import registry
 from t5rank.models.batching import BUCKET_STEP, bucket_batches
 from t5rank.models.config import T5Config, get_config
-from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds, TemplateIds, assemble
+from t5rank.models.inputs import (DEFAULT_MAX_LENGTH, ScoreIds, TemplateIds, assemble,
+                                  check_truncation)
 from t5rank.models.network import T5, param_axes
 from t5rank.models.reranker import Batch, Reranker, cast_params
 from t5rank.models.vocab import Vocabulary, load_vocabulary, resolve_target_words
@@ -77,14 +78,16 @@ class TokenIdsReranker(Reranker):
 
 class MonoT5(TokenIdsReranker):
   """monoT5 as a `Reranker`: `Query: q Document: d Relevant:` (with `bm25_in_input`, `Query: q BM25:
-  12 Document: d Relevant:`, `t5rank.data.bm25_input`) cut to `max_length` ids, scored by
-  `score_step`: (log P(positive word), P(positive word))."""
+  12 Document: d Relevant:`, `t5rank.data.bm25_input`) cut to `max_length` ids (in the document,
+  or with `truncation="input"` at the end of the whole input, as pygaggle: `t5rank.models.inputs`),
+  scored by `score_step`: (log P(positive word), P(positive word))."""
 
   name = "monot5"
   log_probability = True  # log P(positive word)
 
   def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,
-               max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False):
+               max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False,
+               truncation: str = "document"):
     if vocab.vocab_size > config.vocab_size:
       raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model only "
                        f"{config.vocab_size} embedding rows; give the vocabulary it was trained "
@@ -99,6 +102,7 @@ class MonoT5(TokenIdsReranker):
     self.target_ids = tuple(int(i) for i in target_ids)
     self.max_length = max_length
     self.bm25_in_input = bm25_in_input
+    self.truncation = check_truncation(truncation)
 
   @property
   def reads_first_stage(self) -> bool:
@@ -118,7 +122,7 @@ class MonoT5(TokenIdsReranker):
     distinct_passages = list(dict.fromkeys(passages))
     passage_ids = dict(zip(distinct_passages, self.vocab.encode_batch(distinct_passages)))
     return [assemble(query_ids[q], passage_ids[d], marks, self.max_length,
-                     score_ids(first_stage[i]) if self.bm25_in_input else ())
+                     score_ids(first_stage[i]) if self.bm25_in_input else (), self.truncation)
             for i, (q, d) in enumerate(zip(queries, passages))]
 
   def score_batch(self, params, arrays):
@@ -128,12 +132,19 @@ class MonoT5(TokenIdsReranker):
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.config.to_json()),
             "vocab": self.vocab.sha256, "targets": list(self.target_ids),
-            "max_length": self.max_length, "bm25_in_input": self.bm25_in_input}
+            "max_length": self.max_length, "bm25_in_input": self.bm25_in_input,
+            **self.truncation_fingerprint()}
+
+  def truncation_fingerprint(self) -> dict:
+    """{"truncation": "input"} when the whole input is cut; {} for the default, so that a scoring
+    job begun before the option existed still resumes."""
+    return {"truncation": self.truncation} if self.truncation != "document" else {}
 
   def describe(self) -> str:
     return (f"monoT5 ({self.config.num_parameters / 1e6:.1f}M parameters, {self.config.dtype}, "
             f"targets {self.target_ids}, max_length {self.max_length}"
-            f"{', BM25 score in the input' if self.bm25_in_input else ''})")
+            f"{', BM25 score in the input' if self.bm25_in_input else ''}"
+            f"{', the whole input cut' if self.truncation == 'input' else ''})")
 
   @classmethod
   def for_evaluation(cls, config, *, vocab: Vocabulary, target_ids: tuple[int, int],
@@ -149,13 +160,14 @@ def load_monot5(checkpoint: Checkpoint, **options) -> tuple[MonoT5, Any]:
 
 def load_t5_reranker(cls, checkpoint: Checkpoint, *, config_name: Optional[str] = None,
                      vocab: Optional[str] = None, targets=None, dtype: Optional[str] = None,
-                     max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None):
+                     max_length: Optional[int] = None, bm25_in_input: Optional[bool] = None,
+                     truncation: str = "document"):
   """(`cls` (MonoT5 or DuoT5), parameters) of `checkpoint` (any format): `config_name` for formats
   without a config; `vocab` (a name of `t5rank.models.vocab.VOCABULARIES` or a path), `targets`,
   `max_length` and `bm25_in_input` as given, else as the checkpoint says (`Checkpoint.vocabulary`,
   `.target_words`, `.max_length`, `.bm25_in_input`), else T5's vocabulary, true_false, 512 and no
-  score. `dtype` ("bfloat16") casts the parameters and the activations; float32 is the default and
-  the reference."""
+  score; `truncation` ("document" or "input", `t5rank.models.inputs`). `dtype` ("bfloat16") casts
+  the parameters and the activations; float32 is the default and the reference."""
   config, params, vocabulary = load_t5(checkpoint, config_name=config_name, dtype=dtype,
                                        vocab=vocab)
   stored_targets = checkpoint.target_words
@@ -168,7 +180,7 @@ def load_t5_reranker(cls, checkpoint: Checkpoint, *, config_name: Optional[str] 
     bm25_in_input = bool(checkpoint.bm25_in_input)
   try:
     reranker = cls(config, vocabulary, target_ids, max_length=max_length,
-                   bm25_in_input=bm25_in_input)
+                   bm25_in_input=bm25_in_input, truncation=truncation)
   except ValueError as e:
     raise ValueError(f"{checkpoint.path}: {e}") from None
   return reranker, params

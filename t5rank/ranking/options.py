@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any, Callable, Optional, Union
 
 from t5rank.models import registry
+from t5rank.models.inputs import TRUNCATIONS
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
 from t5rank.ranking.pairwise import AGGREGATIONS as PAIR_AGGREGATIONS
 
@@ -127,6 +128,10 @@ OPTIONS = (
            "the one the checkpoint's metadata.json names, else T5's)"),
     Option("max_length", "input tokens, at most (default: the checkpoint's training input length "
            "from its metadata.json, else 512)", type=positive_int),
+    Option("truncation", "past --max-length, cut the document (`document`: the query and "
+           "`Relevant:` always read) or the whole input at its end (`input`), as pygaggle and "
+           "transformers' T5 tokenizer do (monoT5, duoT5, the classifier; default: document)",
+           choices=TRUNCATIONS),
     Option("bm25_in_input", "write each candidate's first-stage (BM25) score into the input, "
            "`Query: q BM25: 12 Document: d Relevant:` (default: as the checkpoint's metadata.json "
            "says; see t5rank.data.bm25_input)", boolean=True),
