@@ -123,6 +123,9 @@ def test_monot5_options_are_refused(rankt5_checkpoint):
 
   with pytest.raises(ValueError, match="no target words"):
     t5rank.load(rankt5_checkpoint[0], targets="yes_no")
+  with pytest.raises(ValueError, match="input ends with the document"):
+    t5rank.load(rankt5_checkpoint[0], truncation="input")
+  assert t5rank.load(rankt5_checkpoint[0], truncation="document").reranker.name == "rankt5"
 
 
 def test_the_encoder_only_score_is_a_dense_layer_on_the_first_position(tmp_path):

@@ -75,3 +75,8 @@ def test_duot5_input_truncation_cuts_pygaggles_string():
   text = (f"Query: {QUERY} BM25: 9 Document0: {first.strip()} BM25: 3 Document1: "
           f"{second.strip()} Relevant:")
   assert ids == duo.reranker.vocab.encode(text)[:63] + [EOS_ID]
+
+
+def test_families_that_read_no_template_refuse_it():
+  with pytest.raises(ValueError, match="TK checkpoint; the options truncation are not its own"):
+    t5rank.load("shipped:tk", truncation="input")

@@ -162,8 +162,13 @@ class RankT5(TokenIdsReranker):
     return cls(config, vocab, max_length=max_length)
 
 
-def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets, bm25_in_input) -> None:
+def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets, bm25_in_input,
+                          truncation: Optional[str] = None) -> None:
   """ValueError for monoT5's options, which a RankT5 model does not have."""
+  if truncation not in (None, "document"):
+    raise ValueError(f"{checkpoint.path} is a {family} model: its input ends with the document, "
+                     "which is what is cut past max_length (truncation='input' is pygaggle's cut "
+                     "of monoT5's and duoT5's inputs)")
   if targets is not None:
     raise ValueError(f"{checkpoint.path} is a {family} model: its score is the logit of "
                      f"{SCORE_TOKEN}, it has no target words (--targets is for monoT5)")
@@ -174,12 +179,12 @@ def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets, bm25_in_
 def load_rankt5(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
                 vocab: Optional[str] = None, dtype: Optional[str] = None,
                 max_length: Optional[int] = None, targets=None,
-                bm25_in_input: Optional[bool] = None) -> tuple[RankT5, Any]:
+                bm25_in_input: Optional[bool] = None, truncation: Optional[str] = None) -> tuple[RankT5, Any]:
   """(RankT5, parameters) of a T5 checkpoint in any format (`config_name` for those without a
   config: t5x, Mesh TF; Google's RankT5 checkpoints are T5 1.0's architecture, `t5_base`,
   `t5_large`, `t5_3B`), with the vocabulary it carries (T5's when it names none) and `max_length`
   as given, else as stored, else 512. `dtype` casts parameters and activations."""
-  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input)
+  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input, truncation)
   config, params, vocabulary = load_t5(checkpoint, config_name=config_name, dtype=dtype,
                                        vocab=vocab)
   try:

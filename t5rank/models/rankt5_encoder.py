@@ -114,7 +114,8 @@ class RankT5Encoder(RankT5):
 def load_rankt5_encoder(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
                         vocab: Optional[str] = None, dtype: Optional[str] = None,
                         max_length: Optional[int] = None, targets=None,
-                        bm25_in_input: Optional[bool] = None) -> tuple[RankT5Encoder, Any]:
+                        bm25_in_input: Optional[bool] = None,
+                        truncation: Optional[str] = None) -> tuple[RankT5Encoder, Any]:
   """(RankT5Encoder, parameters) of a t5rank checkpoint of this family, with the vocabulary and
   input length its metadata names unless given (T5's vocabulary and 512 when it names none)."""
   from t5rank.checkpoints import native
@@ -124,7 +125,7 @@ def load_rankt5_encoder(checkpoint: Checkpoint, *, config_name: Optional[str] = 
   if config_name is not None:
     raise ValueError(f"{checkpoint.path} is a t5rank {MODEL_NAME} checkpoint with its own "
                      "config.json; --config is for checkpoints without one")
-  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input)
+  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input, truncation)
   config, params = native.restore_model(checkpoint.path, RankT5EncoderConfig, MODEL_NAME,
                                         checkpoint.metadata, checkpoint.digests)
   if dtype:
