@@ -100,3 +100,25 @@ def test_errors_say_what_to_do():
   with pytest.raises(ValueError, match="is a monot5 checkpoint"):
     t5rank.load("shipped:monot5", reranker="duot5")
   assert mono.rank(QUERY, [], first_stage_scores=[]) == []
+
+
+def test_the_python_example_of_docs_public_models_runs():
+  """docs/public_models.md's monoT5 then duoT5 example as printed, on tests/golden/hf_duot5 (a
+  tiny T5 with T5's vocabulary) for castorini's two models, `...` for your pairs: duoT5's
+  corpus_id indexes `hits`, and `final` indexes `passages`."""
+  import os
+  import re
+
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, "docs", "public_models.md"), encoding="utf-8") as f:
+    text = f.read()
+  code = re.search(r"```python\n(.*?)```", text[text.index("\n## From Python\n"):], re.S).group(1)
+  tiny = os.path.join(root, "tests", "golden", "hf_duot5")
+  code = (code.replace("castorini/monot5-base-msmarco-10k", tiny)
+          .replace("castorini/duot5-base-msmarco", tiny).replace(", ...])", "])"))
+  passages = [f"{d} ({i})" for i, d in enumerate(DOCUMENTS * 2)]
+  variables = {"passages": passages}
+  exec(compile(code, "docs/public_models.md", "exec"), variables)
+  hits, best, final = variables["hits"], variables["best"], variables["final"]
+  assert len(hits) == 10 and len(best) == 10
+  assert [passages[i] for i in final] == [hits[r["corpus_id"]]["text"] for r in best]
