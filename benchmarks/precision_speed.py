@@ -45,22 +45,6 @@ SECTION = "## bfloat16 and the machine's limit"
 PEAK_SIZE = 2048
 
 
-def cpu_model() -> str:
-  """'family F model M' of this CPU, and whether it has bfloat16 instructions."""
-  fields, flags = {}, set()
-  with open("/proc/cpuinfo") as f:
-    for line in f:
-      key, _, value = line.partition(":")
-      key = key.strip()
-      if key in ("cpu family", "model") and key not in fields:
-        fields[key] = value.strip()
-      if key == "flags" and not flags:
-        flags = set(value.split())
-  bf16 = sorted(flags & {"avx512_bf16", "amx_bf16"})
-  return (f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
-          f"{', '.join(bf16) if bf16 else 'no bfloat16 instructions'}")
-
-
 def matmul_peak(size: int = PEAK_SIZE, repeats: int = 5) -> dict[str, float]:
   """Best FLOP/s of `repeats` (size x size) products on this process's cores: "float32", and
   "bfloat16" (bfloat16 operands, float32 result)."""
@@ -207,7 +191,7 @@ def main() -> None:
       f"({flops / 1e9:.2f} GFLOP: the standard computation, unpadded; t5rank's folded decoder "
       "step executes fewer, so past 100% is possible).", "",
       f"`{' '.join(['python', 'benchmarks/precision_speed.py', *sys.argv[1:]])}`, "
-      f"{datetime.date.today()}, {machine()}; CPU {cpu_model()}.", "",
+      f"{datetime.date.today()}, {machine()}.", "",
       "| dtype | seconds | pairs/s | x float32 | Kendall tau vs float32 | max abs d log P "
       "| product rate (GFLOP/s) | limit (pairs/s) | of the limit |",
       "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -16,14 +16,33 @@ failed (any answer but 200) or lost (no answer). Past the queue limit (--overloa
 default twice what the queue holds) the only refusals must be 503 with Retry-After (clients wait
 50 ms after one). Then SIGTERM, and the server's exit status. Clients and server share this
 machine's cores. Prints a Markdown table with the command, the date and the CPU.
+
+Two more commands load what a hostile or broken client does (#67), each against its own server:
+
+    .venv/bin/python benchmarks/serve_load.py slow      # ~2 minutes
+    .venv/bin/python benchmarks/serve_load.py bodies    # ~1 minute, 1 GB of loopback traffic
+
+`slow`: one client sends InsuranceQA requests one after another for --seconds alone, then for
+--seconds while another process holds --idle connections that send nothing and --trickling ones
+that send a request head a byte a second (each reopened as soon as the server closes it, at most
+--max-connects in all), with /health asked twice a second: the client's median and p99 latency in
+both phases, every status it and /health got, and how the server closed the attacker's connections
+(its /metrics). Server flags after the command go to `t5rank serve` (e.g. --max-connections 2048).
+`bodies`: --bodies clients at once send a body past --max-body-bytes three ways: its
+Content-Length says so, it is streamed in chunks without one, or it is just under the limit but
+one text longer than --max-chars (read and parsed before it is refused); the server's resident
+memory is sampled every 10 ms (/proc/PID/status): its peak in each phase, against its size before.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
+import json
+import multiprocessing
 import os
-import platform
+import selectors
 import shlex
 import signal
 import socket
@@ -128,6 +147,17 @@ def start_server(checkpoint: str, args: list[str], log: str, timeout: float) -> 
     time.sleep(0.2)
 
 
+def stop_server(process: subprocess.Popen, log: str) -> tuple:
+  """SIGTERM, then (exit status, the log's tail)."""
+  process.send_signal(signal.SIGTERM)
+  try:
+    status = process.wait(120)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    status = "killed after 120 s"
+  return status, open(log).read()[-2000:]
+
+
 def load_phase(url: str, bodies: list[dict], clients: int, seconds: float, max_requests: int,
                back_off: float = 0.05) -> dict:
   """`clients` threads, each sending its next body as soon as it has the last answer, for
@@ -180,6 +210,7 @@ def load_phase(url: str, bodies: list[dict], clients: int, seconds: float, max_r
           "pairs": pairs[0], "seconds": wall, "rate": pairs[0] / wall,
           "median_ms": float(np.median(ms)) if ms.size else float("nan"),
           "p99_ms": float(np.percentile(ms, 99)) if ms.size else float("nan"),
+          "max_ms": float(ms.max()) if ms.size else float("nan"),
           "statuses": statuses, "lost": lost[0], "retry_after_missing": retry_after_missing[0]}
 
 
@@ -219,32 +250,231 @@ def measure(checkpoint: str = "shipped:monot5", *, clients=(1, 8, 32), seconds: 
         if on_row:
           on_row(result["overload"])
     finally:
-      process.send_signal(signal.SIGTERM)
-      try:
-        result["exit"] = process.wait(120)
-      except subprocess.TimeoutExpired:
-        process.kill()
-        result["exit"] = "killed after 120 s"
-      result["log_tail"] = open(f"{work}/serve.log").read()[-2000:]
+      result["exit"], result["log_tail"] = stop_server(process, f"{work}/serve.log")
   return result
 
 
-def cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-    return f"{names[0]} x {len(names)}" if names else platform.processor()
-  except OSError:
-    return platform.processor() or "unknown"
+SLOW_HEAD = b"POST /rerank HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"x" * 4096
+
+
+def hold_connections(port: int, idle: int, trickling: int, seconds: float, max_connects: int,
+                     report) -> None:
+  """(A process of its own.) Holds `idle` connections that send nothing and `trickling` ones that
+  send SLOW_HEAD a byte a second to 127.0.0.1:`port` for `seconds`, each reopened as soon as the
+  server closes it while fewer than `max_connects` were opened; puts "ready", then the counts, on
+  `report`."""
+  selector, counts, sent = selectors.DefaultSelector(), collections.Counter(), {}
+
+  def connect(kind: str) -> None:
+    sock = socket.socket()
+    sock.setblocking(False)
+    sock.connect_ex(("127.0.0.1", port))
+    selector.register(sock, selectors.EVENT_READ, kind)
+    sent[sock] = 0
+    counts["connects"] += 1
+
+  for kind, n in (("idle", idle), ("trickling", trickling)):
+    for _ in range(n):
+      connect(kind)
+  report.put("ready")
+  deadline, next_byte = time.monotonic() + seconds, time.monotonic()
+  while time.monotonic() < deadline:
+    for key, _ in selector.select(0.05):
+      sock, kind = key.fileobj, key.data
+      try:
+        data = sock.recv(4096)
+      except BlockingIOError:
+        continue
+      except OSError:
+        data = b""
+      if data:  # the server's answer before it closes: count its status
+        counts[f"{kind} answered {data[9:12].decode(errors='replace')}"] += 1
+        continue
+      selector.unregister(sock)
+      sock.close()
+      del sent[sock]
+      counts[f"{kind} closed by the server"] += 1
+      if counts["connects"] < max_connects:
+        connect(kind)
+      elif "bound reached after s" not in counts:
+        counts["bound reached after s"] = round(seconds - (deadline - time.monotonic()), 1)
+    counts["most open"] = max(counts["most open"], len(sent))
+    if time.monotonic() >= next_byte:  # a byte of the head on each trickling connection
+      next_byte += 1
+      for key in list(selector.get_map().values()):
+        if key.data == "trickling":
+          try:
+            key.fileobj.send(SLOW_HEAD[sent[key.fileobj]:sent[key.fileobj] + 1])
+            sent[key.fileobj] += 1
+          except OSError:
+            pass
+  for sock in sent:
+    sock.close()
+  report.put(dict(counts))
+
+
+def health_probe(url: str, stop: threading.Event, statuses: collections.Counter) -> None:
+  """Asks /health twice a second until `stop`; counts its statuses (or "no answer")."""
+  import requests
+
+  while not stop.wait(0.5):
+    try:
+      statuses[requests.get(url + "/health", timeout=10).status_code] += 1
+    except requests.RequestException:
+      statuses["no answer"] += 1
+
+
+def metric_values(url: str, name: str) -> dict:
+  """{labels: value} of metric `name` in the server's /metrics."""
+  import requests
+  from prometheus_client.parser import text_string_to_metric_families
+
+  values = {}
+  for family in text_string_to_metric_families(requests.get(url + "/metrics").text):
+    for sample in family.samples:
+      if sample.name == name:
+        values[",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))] = sample.value
+  return values
+
+
+def slow_clients(checkpoint: str = "shipped:monot5", *, idle: int = 600, trickling: int = 600,
+                 seconds: float = 30, queries: int = 50, texts: tuple[int, int] = (20, 100),
+                 max_connects: int = 300_000, server_args: tuple[str, ...] = (),
+                 start_timeout: float = 600) -> dict:
+  """The `slow` command (module docstring): {"alone", "attacked" (load_phase's), "health",
+  "attacker", "closed", "exit"}."""
+  bodies = insuranceqa_requests(queries, texts)
+  result = {}
+  with tempfile.TemporaryDirectory() as work:
+    log = f"{work}/serve.log"
+    process, url, result["ready_s"] = start_server(checkpoint, list(server_args), log,
+                                                   start_timeout)
+    try:
+      result["alone"] = load_phase(url, bodies, 1, seconds, 100_000)
+      report = multiprocessing.get_context("spawn").Queue()
+      attacker = multiprocessing.get_context("spawn").Process(target=hold_connections, args=(
+          int(url.rsplit(":", 1)[1]), idle, trickling, seconds + 2, max_connects, report))
+      attacker.start()
+      assert report.get(timeout=60) == "ready"
+      stop, health = threading.Event(), collections.Counter()
+      prober = threading.Thread(target=health_probe, args=(url, stop, health))
+      prober.start()
+      result["attacked"] = load_phase(url, bodies, 1, seconds, 100_000)
+      stop.set()
+      prober.join()
+      result["health"] = dict(health)
+      result["attacker"] = report.get(timeout=60)
+      attacker.join(30)
+      result["closed"] = metric_values(url, "t5rank_connections_closed_total")
+    finally:
+      result["exit"], result["log_tail"] = stop_server(process, log)
+  return result
+
+
+def resident_bytes(pid: int) -> int:
+  """A process's resident memory now (VmRSS), in bytes."""
+  with open(f"/proc/{pid}/status") as f:
+    for line in f:
+      if line.startswith("VmRSS:"):
+        return int(line.split()[1]) * 1024
+  return 0
+
+
+def send_body(port: int, kind: str, limit: int, payload: bytes) -> str:
+  """One oversize body of `kind` (module docstring) to /rerank: the status the server answered
+  (or "no answer")."""
+  head = b"POST /rerank HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+  answer = b""
+  with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+    try:
+      if kind == "declared":
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % (limit + 1) + payload[:65536])
+      elif kind == "streamed":
+        sock.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n")
+        step = 1 << 20
+        for start in range(0, len(payload), step):
+          piece = payload[start:start + step]
+          sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        sock.sendall(b"0\r\n\r\n")
+      else:
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
+    except OSError:
+      pass  # the server refused and closed before the whole body was sent
+    try:
+      while chunk := sock.recv(65536):
+        answer += chunk
+        if b"\r\n\r\n" in answer and b"connection: close" not in answer.lower():
+          break
+    except OSError:
+      pass
+  return answer[9:12].decode() if answer.startswith(b"HTTP/1.1") else "no answer"
+
+
+def big_bodies(checkpoint: str = "shipped:monot5", *, bodies: int = 16,
+               server_args: tuple[str, ...] = (), start_timeout: float = 600) -> dict:
+  """The `bodies` command (module docstring): {"limit", "baseline", "phases": [{"kind",
+  "statuses", "peak", "seconds"}], "exit"}."""
+  import requests
+
+  result = {"phases": []}
+  with tempfile.TemporaryDirectory() as work:
+    log = f"{work}/serve.log"
+    process, url, result["ready_s"] = start_server(checkpoint, list(server_args), log,
+                                                   start_timeout)
+    try:
+      info = requests.get(url + "/info").json()
+      limit, max_chars = info["limits"]["max_body_bytes"], info["limits"]["max_chars"]
+      result["limit"] = limit
+      port = int(url.rsplit(":", 1)[1])
+      text = "a" * (limit - 100)  # one text past --max-chars, in a body just under the limit
+      parsed = json.dumps({"query": "q", "texts": [text]}).encode()
+      streamed = parsed[:-3] + b"a" * (8 << 20)  # past the limit by 8 MB
+      assert len(parsed) <= limit < len(streamed) and len(text) > max_chars
+      result["baseline"] = resident_bytes(process.pid)
+      for kind, payload in (("declared", parsed), ("streamed", streamed), ("parsed", parsed)):
+        peak, done = [resident_bytes(process.pid)], threading.Event()
+
+        def sample() -> None:
+          while not done.wait(0.01):
+            peak[0] = max(peak[0], resident_bytes(process.pid))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        statuses, lock, start = collections.Counter(), threading.Lock(), threading.Barrier(bodies)
+
+        def client() -> None:
+          start.wait()
+          status = send_body(port, kind, limit, payload)
+          with lock:
+            statuses[status] += 1
+
+        started = time.perf_counter()
+        clients = [threading.Thread(target=client) for _ in range(bodies)]
+        for thread in clients:
+          thread.start()
+        for thread in clients:
+          thread.join()
+        seconds = time.perf_counter() - started
+        time.sleep(0.5)
+        done.set()
+        sampler.join()
+        result["phases"].append({"kind": kind, "statuses": dict(statuses), "peak": peak[0],
+                                 "seconds": seconds})
+      result["health"] = requests.get(url + "/health").status_code
+    finally:
+      result["exit"], result["log_tail"] = stop_server(process, log)
+  return result
 
 
 def table(result: dict, command: str) -> str:
   """The Markdown report of `measure`'s result."""
   import jax
 
+  from t5rank.benchmarking import cpu
+
   offline = result["offline"]
   lines = [f"`{command}`", "",
-           f"{datetime.date.today().isoformat()}; CPU: {cpu_model()}; jax {jax.__version__} on "
+           f"{datetime.date.today().isoformat()}; CPU: {cpu()}; jax {jax.__version__} on "
            f"{jax.devices()[0].platform}; {result['requests']} requests of "
            f"{result['mean_texts']:.0f} texts on average; server ready in "
            f"{result['ready_s']:.1f} s; exit status after SIGTERM: {result['exit']}", "",
@@ -267,25 +497,70 @@ def table(result: dict, command: str) -> str:
   return "\n".join(lines)
 
 
+def heading(command: str) -> str:
+  from t5rank.benchmarking import cpu
+
+  return (f"`{command}`\n\n{datetime.date.today().isoformat()}; CPU: {cpu()}; clients and "
+          "server on this machine's cores")
+
+
+def slow_table(result: dict, command: str) -> str:
+  """The Markdown report of `slow_clients`' result."""
+  rows = ["| client | requests | 200 | other answers | lost | median ms | p99 ms | max ms |",
+          "| --- " * 8 + "|"]
+  for label, phase in (("alone", result["alone"]), ("with the attack", result["attacked"])):
+    other = {k: v for k, v in phase["statuses"].items() if k != 200} or ""
+    rows.append(f"| {label} | {phase['requests']} | {phase['answered']} | {other} | "
+                f"{phase['lost']} | {phase['median_ms']:.0f} | {phase['p99_ms']:.0f} | "
+                f"{phase['max_ms']:.0f} |")
+  return "\n".join([heading(command), "", *rows, "",
+                    f"/health during the attack: {result['health']}; the attacker: "
+                    f"{result['attacker']}; closed by the server: {result['closed']}; exit "
+                    f"status after SIGTERM: {result['exit']}"])
+
+
+def bodies_table(result: dict, command: str) -> str:
+  """The Markdown report of `big_bodies`' result."""
+  mb = 1 << 20
+  rows = [f"--max-body-bytes {result['limit']} ({result['limit'] / mb:.0f} MiB); server resident "
+          f"before: {result['baseline'] / mb:.0f} MiB; /health after: {result['health']}; exit "
+          f"status after SIGTERM: {result['exit']}", "",
+          "| bodies at once | how | answers | seconds | peak resident | above before |",
+          "| --- " * 6 + "|"]
+  for p in result["phases"]:
+    rows.append(f"| {sum(p['statuses'].values())} | {p['kind']} | {p['statuses']} | "
+                f"{p['seconds']:.1f} | {p['peak'] / mb:.0f} MiB | "
+                f"{(p['peak'] - result['baseline']) / mb:.0f} MiB |")
+  return "\n".join([heading(command), "", *rows])
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("command", nargs="?", choices=("load", "slow", "bodies"), default="load")
   parser.add_argument("--checkpoint", default="shipped:monot5")
   parser.add_argument("--clients", default="1,8,32", help="concurrent clients of each phase")
-  parser.add_argument("--seconds", type=float, default=60, help="each phase's duration")
+  parser.add_argument("--seconds", type=float, help="each phase's duration (default: 60; slow: 30)")
   parser.add_argument("--overload-clients", type=int,
                       help="clients of the phase past the queue limit (default: twice what the "
                            "queue holds; 0: no such phase)")
   parser.add_argument("--overload-seconds", type=float, default=20)
-  parser.add_argument("--queries", type=int, default=300, help="InsuranceQA test queries")
+  parser.add_argument("--queries", type=int, help="InsuranceQA test queries (300; slow: 50)")
   parser.add_argument("--texts", default="20,100", help="texts a request, MIN,MAX")
   parser.add_argument("--offline-requests", type=int, default=100,
                       help="requests whose pairs give the offline rate")
   parser.add_argument("--max-requests", type=int, default=100_000, help="a phase's bound")
   parser.add_argument("--max-queue", type=int, default=3200, help="the server's --max-queue")
+  parser.add_argument("--idle", type=int, default=600, help="slow: connections sending nothing")
+  parser.add_argument("--trickling", type=int, default=600,
+                      help="slow: connections sending a head a byte a second")
+  parser.add_argument("--max-connects", type=int, default=300_000,
+                      help="slow: connections the attacker opens, at most")
+  parser.add_argument("--bodies", type=int, default=16, help="bodies: bodies sent at once")
   parser.add_argument("--table", help="also write the table to this file")
   args, server_args = parser.parse_known_args()  # the rest goes to `t5rank serve`
   low, high = (int(x) for x in args.texts.split(","))
+  command = "python benchmarks/serve_load.py " + shlex.join(sys.argv[1:])
 
   def show(phase: dict) -> None:
     print(f"{phase['clients']} clients: {phase['answered']} of {phase['requests']} answered, "
@@ -293,13 +568,23 @@ def main() -> None:
           f"{phase['p99_ms']:.0f} ms, statuses {phase['statuses']}, lost {phase['lost']}",
           flush=True)
 
-  result = measure(args.checkpoint, clients=[int(c) for c in args.clients.split(",")],
-                   seconds=args.seconds, overload_clients=args.overload_clients,
-                   overload_seconds=args.overload_seconds, queries=args.queries,
-                   texts=(low, high), offline_requests=args.offline_requests,
-                   max_requests=args.max_requests, max_queue=args.max_queue,
-                   server_args=tuple(server_args), on_row=show)
-  report = table(result, "python benchmarks/serve_load.py " + shlex.join(sys.argv[1:]))
+  if args.command == "slow":
+    result = slow_clients(args.checkpoint, idle=args.idle, trickling=args.trickling,
+                          seconds=args.seconds or 30, queries=args.queries or 50,
+                          texts=(low, high), max_connects=args.max_connects,
+                          server_args=tuple(server_args))
+    report = slow_table(result, command)
+  elif args.command == "bodies":
+    report = bodies_table(big_bodies(args.checkpoint, bodies=args.bodies,
+                                     server_args=tuple(server_args)), command)
+  else:
+    result = measure(args.checkpoint, clients=[int(c) for c in args.clients.split(",")],
+                     seconds=args.seconds or 60, overload_clients=args.overload_clients,
+                     overload_seconds=args.overload_seconds, queries=args.queries or 300,
+                     texts=(low, high), offline_requests=args.offline_requests,
+                     max_requests=args.max_requests, max_queue=args.max_queue,
+                     server_args=tuple(server_args), on_row=show)
+    report = table(result, command)
   print(report)
   if args.table:
     with open(args.table, "w") as f:

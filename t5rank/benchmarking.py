@@ -32,18 +32,33 @@ from t5rank.ranking.scorer import ScoringOptions
 # Reports.
 
 
+def cpu() -> str:
+  """This CPU in one line: its name, 'family F model M', and its bfloat16 instructions (the
+  figures of one CPU name differ by family: AMD EPYC family 25 model 1 has no AVX-512)."""
+  fields, flags = {}, set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "cpu family", "model") and key not in fields:
+          fields[key] = value.strip()
+        if key == "flags" and not flags:
+          flags = set(value.split())
+  except OSError:
+    return platform.processor() or "unknown CPU"
+  bf16 = sorted(flags & {"avx512_bf16", "amx_bf16"})
+  return (f"{fields.get('model name', platform.processor() or 'unknown CPU')}, family "
+          f"{fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
+          f"{', '.join(bf16) if bf16 else 'no bfloat16 instructions'}")
+
+
 def machine() -> str:
-  """The CPU, core count, Python and jax versions and jax's devices, in one line."""
+  """The CPU (`cpu`), core count, Python and jax versions and jax's devices, in one line."""
   import jax
 
-  cpu = "unknown CPU"
-  with open("/proc/cpuinfo") as f:
-    for line in f:
-      if line.startswith("model name"):
-        cpu = line.split(":", 1)[1].strip()
-        break
   nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-  return (f"nproc {nproc}, {cpu}; Python {platform.python_version()}, jax {jax.__version__} on "
+  return (f"nproc {nproc}, {cpu()}; Python {platform.python_version()}, jax {jax.__version__} on "
           f"{jax.devices()[0].platform}, {jax.local_device_count()} device(s)")
 
 
