@@ -36,7 +36,8 @@ import os
 import time
 from typing import Mapping, Optional, Sequence
 
-from t5rank.checkpoints.locate import is_hub_id, local_path
+from t5rank.checkpoints.locate import is_hub_id
+from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models.loading import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
 from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
@@ -47,7 +48,8 @@ from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
 from t5rank.ranking.jobs import job_class
-from t5rank.ranking.scorer import RUN_OPTIONS, ScoringOptions, score_candidates, scoring_key
+from t5rank.ranking.scorer import (RUN_OPTIONS, ScoringOptions, params_fingerprint,
+                                   score_candidates, scoring_key)
 
 CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
 METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
@@ -108,30 +110,40 @@ def parse_stage(text: str) -> RerankStage:
   return RerankStage(checkpoint=checkpoint, depth=int(depth) if depth else None, name=name)
 
 
-def check_stages(stages: Sequence[RerankStage], first_name: str) -> list[str]:
-  """The stages' names (`name`, else the family's), after checking before any work what their
-  files say: each checkpoint exists in a format t5rank reads, its family agrees with the stage's
-  `reranker`, no two stages share a name, and no model that reads BM25 scores follows a dense
-  first stage. Raises ValueError (FileNotFoundError for a missing checkpoint) naming the stage."""
+@dataclasses.dataclass(frozen=True)
+class CheckedStage:
+  """A stage as `check_stages` checked it: its `spec`, its checkpoint resolved once and read as
+  its family (`t5rank.checkpoints.resolved.Checkpoint.as_family`: what the stage loads), and its
+  `name` (the spec's, else the family's)."""
+  spec: RerankStage
+  checkpoint: Checkpoint
+  name: str
+
+
+def check_stages(stages: Sequence[RerankStage], first_name: str) -> list[CheckedStage]:
+  """The stages checked before any work against what their files say: each checkpoint exists in a
+  format t5rank reads (resolved here, once), its family agrees with the stage's `reranker`, no two
+  stages share a name, and no model that reads BM25 scores follows a dense first stage (named
+  `first_name`). Raises ValueError (FileNotFoundError for a missing checkpoint) naming the
+  stage."""
   from t5rank.checkpoints.resolved import resolve
 
-  names = []
+  checked: list[CheckedStage] = []
   for i, spec in enumerate(stages, 1):
     try:
-      checkpoint = resolve(spec.checkpoint)
-      checkpoint.check_family(spec.reranker)
+      checkpoint = resolve(spec.checkpoint).as_family(spec.reranker)
     except (ValueError, FileNotFoundError) as e:
       raise type(e)(f"stage {i} ({spec.checkpoint}): {e}") from None
-    name = spec.name or spec.reranker or checkpoint.family
-    if name in names or name == first_name:
+    name = spec.name or checkpoint.family
+    if name in [c.name for c in checked] or name == first_name:
       raise ValueError(f"stage {i} ({spec.checkpoint}) is named {name!r}, as a stage before it; "
                        "give each stage its own NAME= (e.g. --stage mono2=CHECKPOINT@K)")
     if first_name == "dense" and checkpoint.bm25_in_input:
       raise ValueError(f"stage {i} ({spec.checkpoint}) reads each candidate's BM25 score, but "
                        "the first stage is dense retrieval: start the cascade with BM25 (or its "
                        "run)")
-    names.append(name)
-  return names
+    checked.append(CheckedStage(spec, checkpoint, name))
+  return checked
 
 
 def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document],
@@ -149,29 +161,30 @@ def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document]
   return h.hexdigest()
 
 
-def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
+def rerank_stage(index: int, stage: CheckedStage, *, queries: Mapping[str, str],
                  corpus: Mapping[str, Document], options: ScoringOptions,
                  dtype: Optional[str] = None, progress: bool = True,
                  fusion_source: Optional["FusionSource"] = None,
                  overwrite: bool = False) -> Stage:
-  """The `Stage` of reranker `spec`, the `index`-th of the cascade (module docstring); `dtype`
-  casts the stage's parameters (`t5rank score --dtype`; the families without one refuse it);
-  `fusion_source` gives the weights of a stage that fuses; `overwrite` scores it again even when
-  its run could be reused."""
+  """The `Stage` of reranker `stage` (`check_stages`), the `index`-th of the cascade (module
+  docstring); `dtype` casts the stage's parameters (`t5rank score --dtype`; the families without
+  one refuse it); `fusion_source` gives the weights of a stage that fuses; `overwrite` scores it
+  again even when its run could be reused."""
+  spec, name = stage.spec, stage.name
 
   def run(record: Record) -> tuple[str, str]:
     rows = record["rows"]
-    checkpoint = local_path(spec.checkpoint)  # `shipped:NAME`: a model t5rank ships
-    reranker, params = load_reranker(checkpoint, model=spec.reranker, options={"dtype": dtype})
-    name = spec.name or reranker.name
+    reranker, params = load_reranker(stage.checkpoint, options={"dtype": dtype})
     path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
-    top, rest = split_at_depth(rows[-1].run, spec.depth)  # what this stage reranks
+    model_id = os.path.abspath(stage.checkpoint.path)
+    params_sha256 = params_fingerprint(params)  # once: the stamp's and the scorer's
+    top, _ = split_at_depth(rows[-1].run, spec.depth)  # what this stage reranks
+    scored = dataclasses.replace(options, depth=spec.depth, tag=name)
     # A model that reads each candidate's BM25 score in its input: the first stage's score, not
-    # the stage before's (a TK score or a fusion); it scores the top DEPTH of the stage before,
-    # the rest kept below, as `score --depth` does.
-    bm25_from_first = reranker.reads_first_stage and len(rows) > 1
-    scored = dataclasses.replace(options, depth=None if bm25_from_first else spec.depth, tag=name)
-    stamp = {"scoring": scoring_key(reranker, params, scored, model_id=os.path.abspath(checkpoint)),
+    # the stage before's (a TK score or a fusion)
+    first_stage_run = rows[0].run if reranker.reads_first_stage and len(rows) > 1 else None
+    stamp = {"scoring": scoring_key(reranker, params, scored, model_id=model_id,
+                                    params_sha256=params_sha256),
              "depth": spec.depth, "input_sha256": sha256_file(rows[-1].path),
              "texts_sha256": texts_fingerprint(queries, corpus, top),
              "run": {k: v for k, v in dataclasses.asdict(options).items() if k in RUN_OPTIONS},
@@ -191,20 +204,10 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
         import shutil
 
         shutil.rmtree(path + ".shards")
-      if bm25_from_first:
-        first = {q: dict(docs) for q, docs in rows[0].run.items()}
-        reranked = score_candidates(
-            reranker, params, queries=queries, corpus=corpus,
-            candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
-            output=path, options=scored, model_id=os.path.abspath(checkpoint),
-            replace_stale_shards=True, progress=progress)
-        ranked = append_below(reranked, rest)
-        write_run(path, ranked, tag=name)
-      else:
-        ranked = score_candidates(
-            reranker, params, queries=queries, corpus=corpus, candidates=rows[-1].run,
-            output=path, options=scored, model_id=os.path.abspath(checkpoint),
-            replace_stale_shards=True, progress=progress)
+      ranked = score_candidates(
+          reranker, params, queries=queries, corpus=corpus, candidates=rows[-1].run,
+          first_stage_run=first_stage_run, output=path, options=scored, model_id=model_id,
+          params_sha256=params_sha256, replace_stale_shards=True, progress=progress)
 
     ranked = None
     if cached(path, stamp, score, what=f"stage {name}'s run", rebuild=overwrite):
@@ -215,7 +218,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
       info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))
     entry = {"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
-             "depth": spec.depth, "params_sha256": stamp["scoring"]["params_sha256"]}
+             "depth": spec.depth, "params_sha256": params_sha256}
     rows.append(Row(name, ranked, path, entry, info, input=len(rows) - 1))
     if spec.fuse:
       detail += "; " + fuse_stage(record, index, name, spec.depth, fusion_source)
@@ -406,30 +409,33 @@ def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
 
 
 def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], first: Run,
-                first_name: str, stages: Sequence[RerankStage], workdir: str,
+                first_name: str, stages: Sequence[RerankStage | CheckedStage], workdir: str,
                 qrels: Optional[Mapping[str, Mapping[str, int]]] = None,
                 options: ScoringOptions = ScoringOptions(window=0), dtype: Optional[str] = None,
                 first_seconds: float = 0.0, progress: bool = True,
                 tune_fusion: bool = False, fusion_weights: Optional[FusionSource] = None,
                 print_table: bool = True, metrics: Sequence[str] = METRICS,
                 overwrite: bool = False) -> dict:
-  """Runs the cascade (module docstring) from the first stage's run `first` through `stages` in
+  """Runs the cascade (module docstring) from the first stage's run `first` (named `first_name`)
+  through `stages` (as `check_stages` returns them; a `RerankStage` list is checked here) in
   `workdir`; returns what WORKDIR/results.json holds (the stages, their times, the fusion weights
   and, with `qrels`, the evaluation of every stage on `metrics`). A stage that fuses takes its
   weights from `fusion_weights`, or tunes them on `qrels` when `tune_fusion`. `overwrite` scores
   every stage again (no run is reused)."""
-  if any(s.fuse for s in stages) == (not (tune_fusion or fusion_weights)):
+  if any((s.spec if isinstance(s, CheckedStage) else s).fuse
+         for s in stages) == (not (tune_fusion or fusion_weights)):
     raise ValueError("a stage that fuses needs its weights: tune them on judged (validation) "
                      "queries or give those of an earlier cascade; without such a stage, neither")
   if tune_fusion and (fusion_weights or qrels is None):
     raise ValueError("tuning the fusion needs the judgments (qrels) and no given weights")
   source = fusion_weights or (FusionSource(qrels=qrels) if tune_fusion else None)
-  check_stages(stages, first_name)  # before the work directory is made
+  if not all(isinstance(s, CheckedStage) for s in stages):
+    stages = check_stages(stages, first_name)  # before the work directory is made
   os.makedirs(workdir, exist_ok=True)
   with writer_lock(workdir):  # one cascade at a time in a work directory
     first_path = os.path.join(workdir, f"00_{first_name}.run")
     write_run(first_path, first, tag=first_name)
-    spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
+    spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s.spec) for s in stages]}
     with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
       json.dump(spec, f, indent=1)
     record = Record(workdir)

@@ -74,13 +74,14 @@ def _rerank(checkpoint: str, queries, corpus, first, first_path: str, workdir: s
   """(monoT5's run over BM25's run `first` (its file `first_path`), whether it was reused): a
   one-stage cascade in `workdir` (`t5rank.pipelines.cascade.rerank_stage`: WORKDIR/01_monot5.run,
   reused while its stamp shows the same model on the same candidates, resumed from its shards)."""
-  from t5rank.pipelines.cascade import RerankStage, Row, rerank_stage
+  from t5rank.pipelines.cascade import RerankStage, Row, check_stages, rerank_stage
   from t5rank.ranking.scorer import ScoringOptions
 
   os.makedirs(workdir, exist_ok=True)
   record = Record(workdir)
   record["rows"] = [Row("bm25", first, first_path, {"name": "bm25"}, {}, input=None)]
-  stage = rerank_stage(1, RerankStage(checkpoint, name="monot5"), queries=queries, corpus=corpus,
+  [monot5] = check_stages([RerankStage(checkpoint, name="monot5")], "bm25")
+  stage = rerank_stage(1, monot5, queries=queries, corpus=corpus,
                        options=ScoringOptions(window=0), progress=progress)
   stage.run(record)
   row = record["rows"][-1]
