@@ -95,8 +95,7 @@ def files(args: argparse.Namespace):
   from t5rank.checkpoints.locate import local_path
   from t5rank.files import WORK, Output, holds
   from t5rank.pipelines.cascade import CASCADE_FILE
-
-  from t5rank.pipelines.cascade import parse_stage
+  from t5rank.pipelines.cascade_spec import parse_stage
 
   inputs = {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
             "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels,
@@ -129,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
   import time
 
   from t5rank.data.readers import check_finite_run, read_corpus, read_qrels, read_queries, read_run
-  from t5rank.pipelines.cascade import (check_stages, parse_stage, read_fusion_weights,
-                                        run_cascade)
+  from t5rank.pipelines.cascade import run_cascade
+  from t5rank.pipelines.cascade_spec import check_stages, parse_stage, read_fusion_weights
   from t5rank.ranking.scorer import ScoringOptions
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
