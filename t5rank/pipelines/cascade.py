@@ -98,9 +98,9 @@ def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document]
 def rerank_stage(index: int, stage: CheckedStage, *, queries: Mapping[str, str],
                  corpus: Mapping[str, Document], options: ScoringOptions,
                  dtype: Optional[str] = None, progress: bool = True,
-                 fusion_source: Optional["FusionSource"] = None,
+                 fusion_source: Optional[FusionSource] = None,
                  overwrite: bool = False) -> Stage:
-  """The `Stage` of reranker `stage` (`check_stages`), the `index`-th of the cascade (module
+  """The `Stage` of reranker `stage` (as `check_stages` checked it), the `index`-th of the cascade (module
   docstring); `dtype` casts the stage's parameters (`t5rank score --dtype`; the families without
   one refuse it); `fusion_source` gives the weights of a stage that fuses; `overwrite` scores it
   again even when its run could be reused."""

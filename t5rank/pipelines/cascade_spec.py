@@ -21,7 +21,7 @@ class RerankStage:
   """A reranker stage: `checkpoint` (any format t5rank loads; `reranker` names its model family
   when its files do not), reranking the top `depth` (None: all) of the stage before; `name` labels
   its run (default: the model family's name); `fuse`: its ranking fused with the stages before it
-  (module docstring)."""
+  (`t5rank.pipelines.cascade`'s docstring)."""
   checkpoint: str
   depth: Optional[int] = None
   name: str = ""
