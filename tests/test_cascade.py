@@ -12,7 +12,7 @@ import pytest
 from t5rank import cli
 from t5rank.data.readers import read_run
 from t5rank.models.t5_weights import save_checkpoint
-from t5rank.pipelines.cascade import RerankStage, parse_stage
+from t5rank.pipelines.cascade_spec import RerankStage, parse_stage
 from t5rank.testing import micro_config, random_params
 
 TEXTS = {f"d{i}": f"policy {'term ' * i}life car rate number {i} {'cover ' * (i % 3)}"

@@ -98,7 +98,7 @@ def test_names_meant_as_local_paths_never_reach_the_hub(hub, tmp_path, monkeypat
 
 
 def test_a_stage_takes_a_hub_id_at_a_revision(hub):
-  from t5rank.pipelines.cascade import parse_stage
+  from t5rank.pipelines.cascade_spec import parse_stage
 
   assert parse_stage(f"{REPO}@v1").checkpoint == f"{REPO}@v1"
   stage = parse_stage(f"duo={REPO}@v1@10")

@@ -294,7 +294,7 @@ def test_the_teacher_is_made_again_when_a_member_is_retrained_in_place(tmp_path,
 
   from t5rank.data import teacher as teacher_data
   from t5rank.pipelines import teacher as teacher_pipeline
-  from t5rank.pipelines.stages import Record
+  from t5rank.pipelines.insuranceqa_catalogue import CascadeJobRecord
 
   made, info = [], {"queries": 2, "pairs": 44}
 
@@ -308,20 +308,20 @@ def test_the_teacher_is_made_again_when_a_member_is_retrained_in_place(tmp_path,
   monkeypatch.setattr(teacher_data, "teacher_recipe_sha256", lambda info: "the teacher's recipe")
   monot5_dir = tmp_path / "monot5"
   shutil.copytree(shipped.path("monot5"), monot5_dir)
-  record = Record(str(tmp_path))
-  record["trained"] = {"tk": ("tk recipe", shipped.path("tk"), False),
-                       "monot5": ("monot5 recipe", str(monot5_dir), False)}
-  record["models"] = {"tk": {"source": "shipped", "checkpoint": shipped.path("tk")},
-                      "monot5": {"source": "reused", "checkpoint": str(monot5_dir)}}
+  record = CascadeJobRecord(
+      str(tmp_path), trained={"tk": ("tk recipe", shipped.path("tk"), False),
+                              "monot5": ("monot5 recipe", str(monot5_dir), False)},
+      models={"tk": {"source": "shipped", "checkpoint": shipped.path("tk")},
+              "monot5": {"source": "reused", "checkpoint": str(monot5_dir)}})
   provisioning.teacher_stage(False, 2, record)
   provisioning.teacher_stage(False, 2, record)
-  assert len(made) == 1 and record["teacher"]["source"] == "reused"
+  assert len(made) == 1 and record.teacher["source"] == "reused"
   # trained again at the same path by the same recipe: other weights, so other teacher scores
   manifest = json.loads((monot5_dir / "manifest.json").read_text())
   manifest["metadata.json"]["sha256"] = "0" * 64
   (monot5_dir / "manifest.json").write_text(json.dumps(manifest))
   provisioning.teacher_stage(False, 2, record)
-  assert len(made) == 2 and record["teacher"]["source"] == "made"
+  assert len(made) == 2 and record.teacher["source"] == "made"
   assert (tmp_path / "teacher.previous").is_dir()
 
 

@@ -17,7 +17,7 @@ from t5rank.checkpoints import shipped
 from t5rank.data.readers import read_run
 from t5rank.files import OWNER_FILE, atomic_directory
 from t5rank.models.t5_weights import save_checkpoint
-from t5rank.pipelines.cascade import parse_stage
+from t5rank.pipelines.cascade_spec import parse_stage
 from t5rank.testing import micro_config, random_params
 
 TEXTS = {f"d{i}": f"policy {'term ' * i}life car rate number {i} {'cover ' * (i % 3)}"
@@ -187,11 +187,11 @@ def test_score_depth_refuses_a_run_with_a_non_finite_score(tiny, capsys):
 
 
 def test_a_dense_first_stage_is_refused_for_a_model_that_reads_bm25_at_stage_one(tiny, capsys):
-  from t5rank.pipelines.cascade import RerankStage, check_stages
+  from t5rank.pipelines.cascade_spec import RerankStage, check_stages
 
   with pytest.raises(ValueError, match="dense retrieval"):
     check_stages([RerankStage("shipped:monot5", 10)], "dense")
-  assert check_stages([RerankStage("shipped:tk", 10)], "dense") == ["tk"]
+  assert [s.name for s in check_stages([RerankStage("shipped:tk", 10)], "dense")] == ["tk"]
 
 
 def test_convert_keeps_the_family(tmp_path, tiny):
@@ -236,7 +236,7 @@ def test_score_takes_the_first_stage_scores_from_their_own_run(tiny, capsys):
 
 @pytest.mark.parametrize("weights", [5, None, [0.5, [0.5]], [0.5], "x"])
 def test_malformed_fusion_weights_are_one_line(tmp_path, weights):
-  from t5rank.pipelines.cascade import read_fusion_weights
+  from t5rank.pipelines.cascade_spec import read_fusion_weights
 
   path = tmp_path / "results.json"
   path.write_text(json.dumps({"fusion": {"mono+fusion": {"runs": ["bm25", "mono"],

@@ -105,6 +105,15 @@ class Checkpoint:
                        f"--reranker {family} is only for checkpoints that do not say what they are "
                        "(e.g. a Hugging Face duoT5)")
 
+  def as_family(self, family: Optional[str]) -> "Checkpoint":
+    """This checkpoint read as `family` (`--reranker`: what it is when its files do not say; None:
+    as they say), checked once (`check_family`): the value a loader takes without checking again
+    (`t5rank.models.loading.load_reranker`)."""
+    if not family:
+      return self
+    self.check_family(family)
+    return dataclasses.replace(self, family=family)
+
 
 def resolve(name: Union[str, Checkpoint]) -> Checkpoint:
   """The `Checkpoint` that `name` (a path, `shipped:NAME` or a Hub id; a `Checkpoint` is returned

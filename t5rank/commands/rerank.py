@@ -95,8 +95,7 @@ def files(args: argparse.Namespace):
   from t5rank.checkpoints.locate import local_path
   from t5rank.files import WORK, Output, holds
   from t5rank.pipelines.cascade import CASCADE_FILE
-
-  from t5rank.pipelines.cascade import parse_stage
+  from t5rank.pipelines.cascade_spec import parse_stage
 
   inputs = {"--queries": args.queries, "--corpus": args.corpus, "--run": args.run,
             "--dense": args.dense, "--candidates": args.candidates, "--qrels": args.qrels,
@@ -129,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
   import time
 
   from t5rank.data.readers import check_finite_run, read_corpus, read_qrels, read_queries, read_run
-  from t5rank.pipelines.cascade import (check_stages, parse_stage, read_fusion_weights,
-                                        run_cascade)
+  from t5rank.pipelines.cascade import run_cascade
+  from t5rank.pipelines.cascade_spec import check_stages, parse_stage, read_fusion_weights
   from t5rank.ranking.scorer import ScoringOptions
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -143,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
                      "queries) or --fusion-weights, and those need a --fuse")
   if args.tune_fusion and not args.qrels:
     raise SystemExit("t5rank rerank: --tune-fusion tunes on --qrels: give the judgments")
-  check_stages(stages, "dense" if args.dense else "bm25" if args.bm25 else _tag(args.run))
+  first_name = "dense" if args.dense else "bm25" if args.bm25 else _tag(args.run)
+  stages = check_stages(stages, first_name)  # before any work; the cascade takes them as they are
   fusion_weights = read_fusion_weights(args.fusion_weights) if args.fusion_weights else None
   queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
   qrels = read_qrels(args.qrels) if args.qrels else None
@@ -162,21 +162,20 @@ def run(args: argparse.Namespace) -> int:
             flush=True)
   start = time.perf_counter()
   if args.run:
-    first, name = read_run(args.run), _tag(args.run)
+    first = read_run(args.run)
     check_finite_run(first, args.run)
   elif args.bm25:
     from t5rank.retrieval.bm25 import BM25
     retriever = BM25.open(corpus, None, language=args.language)
     candidates = read_run(args.candidates) if args.candidates else None
-    first, name = retriever.retrieve(queries, k=args.depth, candidates=candidates), "bm25"
+    first = retriever.retrieve(queries, k=args.depth, candidates=candidates)
   else:
     from t5rank.retrieval.dense import DenseRetriever
     first = DenseRetriever.load(args.dense).retrieve(queries, k=args.depth)
-    name = "dense"
   first = {q: sorted(docs, key=lambda d: -d[1])[:args.depth] for q, docs in first.items()
            if q in queries}
   options = ScoringOptions(window=0, batch_tokens=args.batch_tokens)
-  run_cascade(queries=queries, corpus=corpus, first=first, first_name=name, stages=stages,
+  run_cascade(queries=queries, corpus=corpus, first=first, first_name=first_name, stages=stages,
               workdir=args.output, qrels=qrels, options=options, dtype=args.dtype,
               first_seconds=time.perf_counter() - start, tune_fusion=args.tune_fusion,
               fusion_weights=fusion_weights, overwrite=args.overwrite)

@@ -76,9 +76,7 @@ def run(args: argparse.Namespace) -> int:
   from t5rank.data.readers import (InputFormatError, check_finite_run, read_corpus, read_queries,
                                    read_run)
   from t5rank.models.loading import load_reranker
-  from t5rank.ranking.candidates import (MissingIdsError, check_candidates, first_stage_scores,
-                                         split_at_depth)
-  from t5rank.ranking.jobs import first_stage_of_candidates
+  from t5rank.ranking.candidates import MissingIdsError
   from t5rank.ranking.devices import use_cpu_devices
 
   logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -104,10 +102,8 @@ def run(args: argparse.Namespace) -> int:
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     run = read_run(args.run)
     check_finite_run(run, f"--run {args.run}")
-    candidates = check_candidates(run, queries, corpus,
-                                  skip_missing=args.skip_missing, sources=(args.queries, args.corpus))
-    checkpoint = resolved(args)  # once: `files` resolved it before the outputs were checked
-    checkpoint.check_family(args.reranker)
+    # resolved once (`files` resolved it before the outputs were checked), its family checked once
+    checkpoint = resolved(args).as_family(args.reranker)
     bm25_in_input = args.bm25_in_input
     if bm25_in_input is None:
       bm25_in_input = bool(checkpoint.bm25_in_input)
@@ -118,10 +114,10 @@ def run(args: argparse.Namespace) -> int:
                          f"{checkpoint.path} reads none (--bm25-in-input makes it)")
       first_stage = read_run(args.first_stage_run)
       check_finite_run(first_stage, f"--first-stage-run {args.first_stage_run}")
-      first_stage_scores(first_stage_of_candidates(first_stage,
-                                                   split_at_depth(candidates, args.depth)[0]))
-    elif bm25_in_input:
-      first_stage_scores(split_at_depth(candidates, args.depth)[0])
+    # the scorer's own check, made here once, before the weights load; the scorer takes its result
+    inputs = scorer.check_inputs(queries, corpus, run, options=options,
+                                 reads_first_stage=bm25_in_input, first_stage_run=first_stage,
+                                 sources=(args.queries, args.corpus))
   except MissingIdsError as e:
     raise SystemExit(f"t5rank score: {e} (--skip-missing skips them)") from None
   except (InputFormatError, ValueError) as e:
@@ -129,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
   reranker, params = load_reranker(checkpoint, config_name=args.config, options={
       "vocab": args.vocab, "targets": parse_targets(args.targets) if args.targets else None,
       "dtype": args.dtype, "max_length": args.max_length, "bm25_in_input": args.bm25_in_input,
-      "truncation": args.truncation},
-      model=args.reranker)
+      "truncation": args.truncation})
   if args.tag is None:  # the run names its model
     options = dataclasses.replace(options, tag=reranker.name)
   from t5rank.ranking.devices import bfloat16_note
@@ -140,10 +135,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"t5rank score: note: {note}", file=sys.stderr)
   try:
     reranked = scorer.score_candidates(
-        reranker, params, queries=queries, corpus=corpus, candidates=candidates,
+        reranker, params, queries=queries, corpus=corpus, candidates=inputs,
         output=args.output, options=options, per_passage_output=args.per_passage_output,
-        model_id=os.path.abspath(checkpoint.path), sources=(args.queries, args.corpus),
-        first_stage_run=first_stage)
+        model_id=os.path.abspath(checkpoint.path))
   except (FloatingPointError, ShardError) as e:  # non-finite scores, shards of another job
     if args.debug:
       raise
@@ -156,6 +150,6 @@ def run(args: argparse.Namespace) -> int:
     documents = sum(map(len, reranked.values()))
     seconds = time.perf_counter() - started
     print(f"wrote {documents} documents for {len(reranked)} queries to {args.output} in "
-          f"{seconds:.1f} s ({sum(len(c) for c in candidates.values()) / seconds:.0f} pairs/s, "
+          f"{seconds:.1f} s ({sum(map(len, inputs.candidates.values())) / seconds:.0f} pairs/s, "
           "start-up and compilation included)")
   return 0

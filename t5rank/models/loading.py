@@ -28,12 +28,12 @@ def load_reranker(checkpoint: Union[str, Checkpoint], *, config_name: Optional[s
   """(reranker, parameters) of `checkpoint` (any format `t5rank.models.t5_weights.load_checkpoint`
   reads; a name is resolved here, a resolved `Checkpoint` is read no further than its weights) by
   the loader of its family, or of `model` (`--reranker`: what a checkpoint is when its files do not
-  say, e.g. a Hugging Face duoT5; refused when they say otherwise). `options` are the family's own
+  say, e.g. a Hugging Face duoT5; refused when they say otherwise; a `Checkpoint` already read as
+  its family, `Checkpoint.as_family`, needs none). `options` are the family's own
   overrides (for monoT5: vocab, targets, dtype, max_length, bm25_in_input), None values meaning
   "as stored"; `config_name` is for formats without a config (Mesh TF, t5x)."""
-  checkpoint = resolve(checkpoint)
-  checkpoint.check_family(model)
-  family = registry.get(model or checkpoint.family)
+  checkpoint = resolve(checkpoint).as_family(model)
+  family = registry.get(checkpoint.family)
   options = {k: v for k, v in (options or {}).items() if v is not None}
   if config_name is not None:
     options["config_name"] = config_name

@@ -11,11 +11,11 @@ it is scored with, its metadata's or t5rank.json's included; the depth, the inpu
 texts' hashes; the run's own size and hash); a stage whose run matches its stamp is reused, an
 interrupted one resumes from its shards (NN_NAME.run.shards), so the same command run again
 continues where it stopped. One cascade at a time writes a work directory: a second one there is
-refused at once, naming the first's pid (`t5rank.files.writer_lock`). A model that reads each candidate's BM25
-score in its input gets the first stage's score, not the stage before's. With qrels, every stage's
-run (each prefix of the cascade) is evaluated: the metrics, a paired t-test against the first stage
-and against the ranking the stage reranked (Bonferroni over all those comparisons), and each
-stage's time and pairs/s.
+refused at once, naming the first's pid (`t5rank.files.writer_lock`). A model that reads each
+candidate's BM25 score in its input gets the first stage's score, not the stage before's. With
+qrels, every stage's run (each prefix of the cascade) is evaluated: the metrics, a paired t-test
+against the first stage and against the ranking the stage reranked (Bonferroni over all those
+comparisons), and each stage's time and pairs/s.
 
 A stage may be fused with the stages before it (`fuse`): over the candidates it reranked (its top
 DEPTH), Σ_j w_j · zscore(run_j) of the first stage's run and every reranker's own run up to it
@@ -26,6 +26,10 @@ reranks. The weights are tuned on the cascade's own judged queries (`tune_fusion
 in steps of .05, best MRR; run it on validation queries) or taken from an earlier cascade's
 results.json (`fusion_weights`: the weights tuned on validation, applied unchanged to test
 queries).
+
+This module runs the stages and their fusion (`run_cascade`); the stages as given and checked
+before any work are `t5rank.pipelines.cascade_spec`'s, the evaluation is
+`t5rank.evaluation.cascade`'s, the table and the chart `t5rank.pipelines.cascade_report`'s.
 """
 
 from __future__ import annotations
@@ -36,26 +40,26 @@ import os
 import time
 from typing import Mapping, Optional, Sequence
 
-from t5rank.checkpoints.locate import is_hub_id, local_path
-from t5rank.models.loading import load_reranker
 from t5rank.data.readers import Document, Run, document_text, read_run, write_run
-from t5rank.evaluation.metrics import (bonferroni, paired_t_test, per_query, relevant_queries,
-                                      untested)
-from t5rank.files import atomic_write, read_json, sha256_file, writer_lock
+from t5rank.evaluation.cascade import METRICS, evaluate_stages
+from t5rank.files import atomic_write, sha256_file, writer_lock
+from t5rank.models.loading import load_reranker
+from t5rank.pipelines.cascade_report import format_report
+from t5rank.pipelines.cascade_spec import CheckedStage, FusionSource, RerankStage, check_stages
 from t5rank.pipelines.stage_cache import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth
 from t5rank.ranking.jobs import job_class
-from t5rank.ranking.scorer import RUN_OPTIONS, ScoringOptions, score_candidates, scoring_key
+from t5rank.ranking.scorer import (RUN_OPTIONS, ScoringOptions, params_fingerprint,
+                                   score_candidates, scoring_key)
 
 CASCADE_FILE = "cascade.json"  # what the work directory is: the command's own, recognisably
-METRICS = ("MRR", "MRR@10", "P@1", "nDCG@10", "MAP")
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-  """One row of a cascade's record (`record["rows"]`, first stage first): a stage's own ranking,
+  """One row of a cascade (`CascadeRecord.rows`, first stage first): a stage's own ranking,
   or its fusion with the stages before it (`fused`). `entry` is what results.json's "stages"
   holds of it, `timing` what its "timings" holds (seconds, pairs, pairs/s or reused); `input` is
   the index of the row whose ranking its stage reranked (None for the first stage)."""
@@ -68,70 +72,12 @@ class Row:
   fused: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class RerankStage:
-  """A reranker stage: `checkpoint` (any format t5rank loads; `reranker` names its model family
-  when its files do not), reranking the top `depth` (None: all) of the stage before; `name` labels
-  its run (default: the model family's name); `fuse`: its ranking fused with the stages before it
-  (module docstring)."""
-  checkpoint: str
-  depth: Optional[int] = None
-  name: str = ""
-  reranker: Optional[str] = None
-  fuse: bool = False
-
-
-def parse_stage(text: str) -> RerankStage:
-  """A stage from `[NAME=]CHECKPOINT[@DEPTH]`, e.g. `monot5=runs/demo/model/final@100`: NAME is a
-  word (letters, digits, _) before the first `=`, DEPTH a positive number (digits 0-9) after the
-  last `@`. A checkpoint whose path holds an `@` (or a Hub id's `@REVISION`) is given as it is
-  when what follows its last `@` is no number: `ORG/NAME@REVISION@DEPTH` for both."""
-  import re
-
-  name, sep, rest = text.partition("=")
-  if not sep or not name.replace("_", "").isalnum():
-    name, rest = "", text
-  checkpoint, sep, depth = rest.rpartition("@")
-  if not sep:
-    checkpoint, depth = rest, ""
-  elif not re.fullmatch(r"[0-9]+", depth):
-    if os.path.exists(rest) or is_hub_id(rest):  # a path with an `@`, or a Hub id's @REVISION
-      checkpoint, depth = rest, ""
-    else:
-      raise ValueError(f"a stage is [NAME=]CHECKPOINT[@DEPTH] with DEPTH a positive number of "
-                       f"candidates, got {text!r}" + (" (nothing after its @; leave the @ out "
-                                                      "to rerank all)" if not depth else ""))
-  if not checkpoint:
-    raise ValueError(f"a stage is [NAME=]CHECKPOINT[@DEPTH], got {text!r}")
-  if depth and int(depth) < 1:
-    raise ValueError(f"a stage's depth is a positive number of candidates, got {text!r}")
-  return RerankStage(checkpoint=checkpoint, depth=int(depth) if depth else None, name=name)
-
-
-def check_stages(stages: Sequence[RerankStage], first_name: str) -> list[str]:
-  """The stages' names (`name`, else the family's), after checking before any work what their
-  files say: each checkpoint exists in a format t5rank reads, its family agrees with the stage's
-  `reranker`, no two stages share a name, and no model that reads BM25 scores follows a dense
-  first stage. Raises ValueError (FileNotFoundError for a missing checkpoint) naming the stage."""
-  from t5rank.checkpoints.resolved import resolve
-
-  names = []
-  for i, spec in enumerate(stages, 1):
-    try:
-      checkpoint = resolve(spec.checkpoint)
-      checkpoint.check_family(spec.reranker)
-    except (ValueError, FileNotFoundError) as e:
-      raise type(e)(f"stage {i} ({spec.checkpoint}): {e}") from None
-    name = spec.name or spec.reranker or checkpoint.family
-    if name in names or name == first_name:
-      raise ValueError(f"stage {i} ({spec.checkpoint}) is named {name!r}, as a stage before it; "
-                       "give each stage its own NAME= (e.g. --stage mono2=CHECKPOINT@K)")
-    if first_name == "dense" and checkpoint.bm25_in_input:
-      raise ValueError(f"stage {i} ({spec.checkpoint}) reads each candidate's BM25 score, but "
-                       "the first stage is dense retrieval: start the cascade with BM25 (or its "
-                       "run)")
-    names.append(name)
-  return names
+@dataclasses.dataclass
+class CascadeRecord(Record):
+  """What a cascade's stages share: its `rows` so far, and the weights of each fusion row
+  (`fusion`, by its name: results.json's "fusion")."""
+  rows: list[Row] = dataclasses.field(default_factory=list)
+  fusion: dict[str, dict] = dataclasses.field(default_factory=dict)
 
 
 def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document],
@@ -149,29 +95,30 @@ def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document]
   return h.hexdigest()
 
 
-def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
+def rerank_stage(index: int, stage: CheckedStage, *, queries: Mapping[str, str],
                  corpus: Mapping[str, Document], options: ScoringOptions,
                  dtype: Optional[str] = None, progress: bool = True,
-                 fusion_source: Optional["FusionSource"] = None,
+                 fusion_source: Optional[FusionSource] = None,
                  overwrite: bool = False) -> Stage:
-  """The `Stage` of reranker `spec`, the `index`-th of the cascade (module docstring); `dtype`
-  casts the stage's parameters (`t5rank score --dtype`; the families without one refuse it);
-  `fusion_source` gives the weights of a stage that fuses; `overwrite` scores it again even when
-  its run could be reused."""
+  """The `Stage` of reranker `stage` (as `check_stages` checked it), the `index`-th of the cascade (module
+  docstring); `dtype` casts the stage's parameters (`t5rank score --dtype`; the families without
+  one refuse it); `fusion_source` gives the weights of a stage that fuses; `overwrite` scores it
+  again even when its run could be reused."""
+  spec, name = stage.spec, stage.name
 
-  def run(record: Record) -> tuple[str, str]:
-    rows = record["rows"]
-    checkpoint = local_path(spec.checkpoint)  # `shipped:NAME`: a model t5rank ships
-    reranker, params = load_reranker(checkpoint, model=spec.reranker, options={"dtype": dtype})
-    name = spec.name or reranker.name
+  def run(record: CascadeRecord) -> tuple[str, str]:
+    rows = record.rows
+    reranker, params = load_reranker(stage.checkpoint, options={"dtype": dtype})
     path = os.path.join(record.workdir, f"{index:02d}_{name}.run")
-    top, rest = split_at_depth(rows[-1].run, spec.depth)  # what this stage reranks
+    model_id = os.path.abspath(stage.checkpoint.path)
+    params_sha256 = params_fingerprint(params)  # once: the stamp's and the scorer's
+    top, _ = split_at_depth(rows[-1].run, spec.depth)  # what this stage reranks
+    scored = dataclasses.replace(options, depth=spec.depth, tag=name)
     # A model that reads each candidate's BM25 score in its input: the first stage's score, not
-    # the stage before's (a TK score or a fusion); it scores the top DEPTH of the stage before,
-    # the rest kept below, as `score --depth` does.
-    bm25_from_first = reranker.reads_first_stage and len(rows) > 1
-    scored = dataclasses.replace(options, depth=None if bm25_from_first else spec.depth, tag=name)
-    stamp = {"scoring": scoring_key(reranker, params, scored, model_id=os.path.abspath(checkpoint)),
+    # the stage before's (a TK score or a fusion)
+    first_stage_run = rows[0].run if reranker.reads_first_stage and len(rows) > 1 else None
+    stamp = {"scoring": scoring_key(reranker, params, scored, model_id=model_id,
+                                    params_sha256=params_sha256),
              "depth": spec.depth, "input_sha256": sha256_file(rows[-1].path),
              "texts_sha256": texts_fingerprint(queries, corpus, top),
              "run": {k: v for k, v in dataclasses.asdict(options).items() if k in RUN_OPTIONS},
@@ -191,20 +138,10 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
         import shutil
 
         shutil.rmtree(path + ".shards")
-      if bm25_from_first:
-        first = {q: dict(docs) for q, docs in rows[0].run.items()}
-        reranked = score_candidates(
-            reranker, params, queries=queries, corpus=corpus,
-            candidates={q: [(d, first[q][d]) for d, _ in docs] for q, docs in top.items()},
-            output=path, options=scored, model_id=os.path.abspath(checkpoint),
-            replace_stale_shards=True, progress=progress)
-        ranked = append_below(reranked, rest)
-        write_run(path, ranked, tag=name)
-      else:
-        ranked = score_candidates(
-            reranker, params, queries=queries, corpus=corpus, candidates=rows[-1].run,
-            output=path, options=scored, model_id=os.path.abspath(checkpoint),
-            replace_stale_shards=True, progress=progress)
+      ranked = score_candidates(
+          reranker, params, queries=queries, corpus=corpus, candidates=rows[-1].run,
+          first_stage_run=first_stage_run, output=path, options=scored, model_id=model_id,
+          params_sha256=params_sha256, replace_stale_shards=True, progress=progress)
 
     ranked = None
     if cached(path, stamp, score, what=f"stage {name}'s run", rebuild=overwrite):
@@ -215,7 +152,7 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
       detail = f"{pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):.0f} pairs/s)"
       info.update(seconds=round(seconds, 1), pairs_per_second=round(pairs / max(seconds, 1e-9), 1))
     entry = {"name": name, "checkpoint": spec.checkpoint, "model": reranker.name,
-             "depth": spec.depth, "params_sha256": stamp["scoring"]["params_sha256"]}
+             "depth": spec.depth, "params_sha256": params_sha256}
     rows.append(Row(name, ranked, path, entry, info, input=len(rows) - 1))
     if spec.fuse:
       detail += "; " + fuse_stage(record, index, name, spec.depth, fusion_source)
@@ -225,53 +162,13 @@ def rerank_stage(index: int, spec: RerankStage, *, queries: Mapping[str, str],
   return Stage(f"{spec.name or spec.checkpoint}: rerank {depth} of each query's candidates", run)
 
 
-@dataclasses.dataclass(frozen=True)
-class FusionSource:
-  """Where a fusing stage's weights come from: tuned on `qrels` (the cascade's own judged queries)
-  or read from `weights` ({fused row's name: {"runs": names, "weights": numbers}}, an earlier
-  cascade's results.json "fusion")."""
-  qrels: Optional[Mapping[str, Mapping[str, int]]] = None
-  weights: Optional[Mapping[str, Mapping]] = None
-  described: str = ""
-
-
-def read_fusion_weights(path: str) -> FusionSource:
-  """The tuned fusion weights of an earlier cascade's results.json (`t5rank rerank --tune-fusion`
-  on validation queries)."""
-  try:
-    results = read_json(path)
-  except ValueError as e:
-    raise ValueError(f"{e}; give the results.json of `t5rank rerank --tune-fusion`") from None
-  if results is None:
-    raise ValueError(f"{path}: no such file (the results.json of `t5rank rerank --tune-fusion`)")
-  weights = results.get("fusion") if isinstance(results, dict) else None
-  if isinstance(weights, dict) and isinstance(weights.get("weights"), dict):
-    weights = weights["weights"]  # a `t5rank demo` results.json: its test cascade's weights
-  if not isinstance(weights, dict) or not weights:
-    raise ValueError(f"{path}: holds no tuned fusion weights (\"fusion\"); it must be the "
-                     "results.json of `t5rank rerank --tune-fusion` with the same stages")
-  for row, entry in weights.items():
-    runs = entry.get("runs") if isinstance(entry, dict) else None
-    numbers = entry.get("weights") if isinstance(entry, dict) else None
-    if not (isinstance(runs, list) and all(isinstance(r, str) for r in runs)
-            and isinstance(numbers, list) and len(numbers) == len(runs)
-            and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in numbers)):
-      raise ValueError(f"{path}: the fusion weights of {row!r} are not a list of runs with one "
-                       f"number each (\"runs\": [...], \"weights\": [...]); got {entry!r:.80}")
-    try:
-      fusion.check_weights(numbers, len(runs))
-    except ValueError as e:
-      raise ValueError(f"{path}: {row!r}: {e}") from None
-  return FusionSource(weights=weights, described=f"weights from {path}")
-
-
 # how a fusion row's runs are normalized (results.json's "zscores": each run over the candidates
 # its stage scored); weights tuned without it normalized every run over the fused top K alone, and
 # are refused where that differs (a run that scored more than the top K)
 SCORED_ZSCORES = "scored"
 
 
-def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
+def fuse_stage(record: CascadeRecord, index: int, name: str, depth: Optional[int],
                source: Optional[FusionSource]) -> str:
   """Fuses the stage just run with the stages before it (module docstring): a row `NAME+fusion`
   appended to the record (its run WORKDIR/NN_NAME+fusion.run); returns a line for the log."""
@@ -279,7 +176,7 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
     raise ValueError(f"stage {name!r} fuses, but neither tuning judgments nor weights were given")
   start = time.perf_counter()
   row = f"{name}+fusion"
-  rows = record["rows"]
+  rows = record.rows
   own_rows = [r for r in rows if not r.fused]
   own = [r.name for r in own_rows]
   members = [{k: r.entry.get(k) for k in ("name", "params_sha256", "depth")} for r in own_rows]
@@ -318,7 +215,7 @@ def fuse_stage(record: Record, index: int, name: str, depth: Optional[int],
            "zscores": SCORED_ZSCORES}
   if values is not None:
     entry["tuning_MRR"] = values[tuple(weights)]
-  record["fusion"][row] = entry
+  record.fusion[row] = entry
   seconds = time.perf_counter() - start
   rows.append(Row(row, fused, path, {"name": row, "fusion": entry},
                   {"name": row, "seconds": round(seconds, 1), "pairs": 0},
@@ -348,103 +245,47 @@ def relevant(qrels: Mapping[str, Mapping[str, int]], run: Run) -> set:
   return {q for q in run if any(v > 0 for v in qrels.get(q, {}).values())}
 
 
-def evaluate_stages(qrels: Mapping[str, Mapping[str, int]], names: Sequence[str],
-                    runs: Sequence[Run], metrics: Sequence[str] = METRICS,
-                    inputs: Optional[Sequence[Optional[int]]] = None) -> dict:
-  """Each row's mean metrics, and two-sided paired t-tests against the first stage and against
-  the ranking the row's stage reranked (`inputs[i]`, a row index; default the row before; a
-  stage's fusion row has its stage's input), Bonferroni-corrected over all those comparisons
-  (every metric counts once per compared pair of runs)."""
-  values = [per_query(qrels, run, list(metrics)) for run in runs]
-  inputs = list(inputs) if inputs is not None else [None, *range(len(runs) - 1)]
-  comparisons = [(i, 0) for i in range(1, len(runs))] + [
-      (i, j) for i, j in enumerate(inputs) if j is not None and j > 0]
-  m = max(1, len(comparisons))
-  rows = []
-  for i, name in enumerate(names):
-    row = {"name": name, "mean": {k: float(values[i][k].mean()) for k in metrics}}
-    for label, j in (("vs_first", 0), ("vs_previous", inputs[i])):
-      if (i, j) in comparisons and (label == "vs_first" or j > 0):
-        row[label] = {}
-        if label == "vs_previous":
-          row["previous"] = names[j]
-        for k in metrics:
-          t, p = paired_t_test(values[i][k], values[j][k])
-          row[label][k] = {"t": t, "p": p, "p_bonferroni": bonferroni(p, m)}
-    rows.append(row)
-  return {"metrics": list(metrics), "queries": len(relevant_queries(qrels)),
-          "comparisons": m, "stages": rows}
-
-
-def _significant(p: Optional[float]) -> bool:
-  """Whether a corrected p (None or nan: a test that could not be made) is below .01."""
-  return not untested(p) and p < 0.01
-
-
-def format_report(report: dict, stage_info: Sequence[Mapping]) -> str:
-  """The cascade's table: each stage's metrics (* p < .01 against the first stage, † against the
-  ranking the stage reranked, Bonferroni) and its time and pairs/s."""
-  metrics = report["metrics"]
-  lines = [f"| stage | {' | '.join(metrics)} | time | pairs/s |",
-           "| --- |" + " --- |" * (len(metrics) + 2)]
-  for row, info in zip(report["stages"], stage_info):
-    cells = []
-    for k in metrics:
-      mark = ""
-      if _significant(row.get("vs_first", {}).get(k, {}).get("p_bonferroni")):
-        mark += "*"
-      if _significant(row.get("vs_previous", {}).get(k, {}).get("p_bonferroni")):
-        mark += "†"
-      cells.append(f"{row['mean'][k]:.4f}{mark}")
-    speed = info.get("pairs_per_second")
-    lines.append(f"| {row['name']} | {' | '.join(cells)} | {info.get('seconds', 0.0):.1f} s | "
-                 f"{f'{speed:.0f}' if speed else ('reused' if info.get('reused') else '')} |")
-  lines.append(f"\n{report['queries']} queries; * p < 0.01 against the first stage, † against the "
-               f"ranking the stage reranked (paired t-tests, Bonferroni over "
-               f"{report['comparisons']} comparisons).")
-  return "\n".join(lines)
-
-
 def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], first: Run,
-                first_name: str, stages: Sequence[RerankStage], workdir: str,
+                first_name: str, stages: Sequence[RerankStage | CheckedStage], workdir: str,
                 qrels: Optional[Mapping[str, Mapping[str, int]]] = None,
                 options: ScoringOptions = ScoringOptions(window=0), dtype: Optional[str] = None,
                 first_seconds: float = 0.0, progress: bool = True,
                 tune_fusion: bool = False, fusion_weights: Optional[FusionSource] = None,
                 print_table: bool = True, metrics: Sequence[str] = METRICS,
                 overwrite: bool = False) -> dict:
-  """Runs the cascade (module docstring) from the first stage's run `first` through `stages` in
+  """Runs the cascade (module docstring) from the first stage's run `first` (named `first_name`)
+  through `stages` (as `check_stages` returns them; a `RerankStage` list is checked here) in
   `workdir`; returns what WORKDIR/results.json holds (the stages, their times, the fusion weights
   and, with `qrels`, the evaluation of every stage on `metrics`). A stage that fuses takes its
   weights from `fusion_weights`, or tunes them on `qrels` when `tune_fusion`. `overwrite` scores
   every stage again (no run is reused)."""
-  if any(s.fuse for s in stages) == (not (tune_fusion or fusion_weights)):
+  if any((s.spec if isinstance(s, CheckedStage) else s).fuse
+         for s in stages) == (not (tune_fusion or fusion_weights)):
     raise ValueError("a stage that fuses needs its weights: tune them on judged (validation) "
                      "queries or give those of an earlier cascade; without such a stage, neither")
   if tune_fusion and (fusion_weights or qrels is None):
     raise ValueError("tuning the fusion needs the judgments (qrels) and no given weights")
   source = fusion_weights or (FusionSource(qrels=qrels) if tune_fusion else None)
-  check_stages(stages, first_name)  # before the work directory is made
+  if not all(isinstance(s, CheckedStage) for s in stages):
+    stages = check_stages(stages, first_name)  # before the work directory is made
   os.makedirs(workdir, exist_ok=True)
   with writer_lock(workdir):  # one cascade at a time in a work directory
     first_path = os.path.join(workdir, f"00_{first_name}.run")
     write_run(first_path, first, tag=first_name)
-    spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s) for s in stages]}
+    spec = {"first_stage": first_name, "stages": [dataclasses.asdict(s.spec) for s in stages]}
     with atomic_write(os.path.join(workdir, CASCADE_FILE)) as f:
       json.dump(spec, f, indent=1)
-    record = Record(workdir)
     pairs = sum(map(len, first.values()))
-    record["rows"] = [Row(first_name, first, first_path, {"name": first_name},
-                          {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs},
-                          input=None)]
-    record["fusion"] = {}
+    record = CascadeRecord(workdir, rows=[Row(
+        first_name, first, first_path, {"name": first_name},
+        {"name": first_name, "seconds": round(first_seconds, 1), "pairs": pairs}, input=None)])
     run_stages([rerank_stage(i, s, queries=queries, corpus=corpus, options=options, dtype=dtype,
                              progress=progress, fusion_source=source, overwrite=overwrite)
                 for i, s in enumerate(stages, 1)], record)
-    rows = record["rows"]
+    rows = record.rows
     timings = [r.timing for r in rows]
     results = {"stages": [r.entry for r in rows], "timings": timings,
-               "runs": {r.name: r.path for r in rows}, "fusion": record["fusion"]}
+               "runs": {r.name: r.path for r in rows}, "fusion": record.fusion}
     if qrels is not None:
       report = evaluate_stages(qrels, [r.name for r in rows], [r.run for r in rows], metrics,
                                inputs=[r.input for r in rows])
@@ -454,43 +295,3 @@ def run_cascade(*, queries: Mapping[str, str], corpus: Mapping[str, Document], f
     with atomic_write(os.path.join(workdir, "results.json")) as f:
       json.dump(finite(results), f, indent=1, allow_nan=False)
     return results
-
-
-
-def plot_cascade(report: dict, path: str, title: str, metric: str = "MRR") -> None:
-  """A PNG of `evaluate_stages`' report (atomically, Agg): each row's mean `metric` as a bar, and
-  beside it the difference against the first stage and against the ranking the row's stage
-  reranked, each with its Bonferroni-corrected p-value (the sign says the direction)."""
-  from matplotlib.backends.backend_agg import FigureCanvasAgg
-  from matplotlib.figure import Figure
-
-  rows = report["stages"]
-  fig = Figure(figsize=(10, 0.55 * len(rows) + 1.6), dpi=120)
-  FigureCanvasAgg(fig)
-  ax = fig.add_subplot()
-  names = [r["name"] for r in rows][::-1]
-  values = [r["mean"][metric] for r in rows][::-1]
-  ax.barh(names, values, color=["#4c72b0" if "+fusion" not in n else "#dd8452" for n in names])
-  means = {r["name"]: r["mean"][metric] for r in rows}
-  for y, row in enumerate(rows[::-1]):
-    text = f"{row['mean'][metric]:.4f}"
-    for label, key, base in (("vs " + rows[0]["name"], "vs_first", rows[0]["name"]),
-                             (f"vs {row.get('previous')}", "vs_previous", row.get("previous"))):
-      if key in row:
-        base = means[base]
-        delta = row["mean"][metric] - base
-        p = row[key][metric]["p_bonferroni"]
-        text += f"   {label}: {delta:+.4f} (p {'n/a' if untested(p) else format(p, '.2g')})"
-    ax.text(row["mean"][metric] + 0.005, y, text, va="center", fontsize=8)
-  ax.set_xlim(0, min(1.0, 2.2 * max(values) + 0.05))
-  ax.set_xlabel(f"{metric} ({report['queries']} queries; p: paired t-test, Bonferroni over "
-                f"{report['comparisons']} comparisons)")
-  ax.set_title(title, fontsize=9)
-  from matplotlib.patches import Patch
-
-  ax.legend(handles=[Patch(color="#4c72b0", label="a stage's own ranking"),
-                     Patch(color="#dd8452", label="fused with the stages before it")],
-            loc="upper center", bbox_to_anchor=(0.5, -0.24), ncols=2, fontsize=8, frameon=False)
-  fig.tight_layout()
-  with atomic_write(path, "wb") as f:  # tight: the annotations past the axes are in the image
-    fig.savefig(f, format="png", bbox_inches="tight")

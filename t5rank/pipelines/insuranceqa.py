@@ -49,16 +49,19 @@ All runs hold the same DEPTH candidates per query, so the comparison is between 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
+from t5rank.data.readers import Run
 from t5rank.files import atomic_write, read_json
-from t5rank.pipelines.jobs import (BM25_B, BM25_K1, ENGLISH, TUNE_QUERIES, Job, bm25_stage,
-                                   export_stage, language_report)
-from t5rank.pipelines.stages import Record, Stage, finite, run_stages
+from t5rank.models.reranker import Reranker
+from t5rank.pipelines.jobs import (BM25_B, BM25_K1, ENGLISH, TUNE_QUERIES, InsuranceQARecord, Job,
+                                   bm25_stage, export_stage, language_report)
+from t5rank.pipelines.stages import Stage, finite, run_stages
 from t5rank.pipelines.training_runs import RECIPE_FILE, best_checkpoint, prepare_model
 
 # BM25 ranks each query's whole pool (its relevant answers and ~200 retrieved negatives, the
@@ -69,21 +72,48 @@ SYSTEMS = ("BM25", "BM25+monoT5", "BM25+monoT5 hybrid")
 DENSE_SYSTEM = "BM25+dual encoder"
 
 
+@dataclasses.dataclass
+class SingleModelRecord(InsuranceQARecord):
+  """What the single-model job's stages share besides the export and BM25: the fine-tuning's
+  `gin_bindings` and whether it is redone (`retrain_model`), the pre-training (`pretrained`, what
+  results.json says of it); monoT5's `checkpoint`, whether it was `trained` now, the model itself
+  (`monot5_model`: reranker, parameters) and its recipe's hash; the runs `monot5`, `hybrid` and,
+  with a dual encoder, `dense` (its two stages' checkpoints and whether each was trained now); the
+  evaluation `report`."""
+  gin_bindings: list[str] = dataclasses.field(default_factory=list)
+  retrain_model: bool = False
+  pretrained: Optional[dict] = None
+  checkpoint: str = ""
+  trained: bool = False
+  monot5_model: Optional[tuple[Reranker, Any]] = None
+  recipe_sha256: str = ""
+  monot5: Run = dataclasses.field(default_factory=dict)
+  hybrid: Run = dataclasses.field(default_factory=dict)
+  dense_first: str = ""
+  dense_first_trained: bool = False
+  dense_checkpoint: str = ""
+  dense_trained: bool = False
+  dense: Optional[Run] = None
+  report: dict = dataclasses.field(default_factory=dict)
+
+
 def _rerank(checkpoint: str, queries, corpus, first, first_path: str, workdir: str,
             progress: bool):
   """(monoT5's run over BM25's run `first` (its file `first_path`), whether it was reused): a
   one-stage cascade in `workdir` (`t5rank.pipelines.cascade.rerank_stage`: WORKDIR/01_monot5.run,
   reused while its stamp shows the same model on the same candidates, resumed from its shards)."""
-  from t5rank.pipelines.cascade import RerankStage, Row, rerank_stage
+  from t5rank.pipelines.cascade import CascadeRecord, Row, rerank_stage
+  from t5rank.pipelines.cascade_spec import RerankStage, check_stages
   from t5rank.ranking.scorer import ScoringOptions
 
   os.makedirs(workdir, exist_ok=True)
-  record = Record(workdir)
-  record["rows"] = [Row("bm25", first, first_path, {"name": "bm25"}, {}, input=None)]
-  stage = rerank_stage(1, RerankStage(checkpoint, name="monot5"), queries=queries, corpus=corpus,
+  record = CascadeRecord(workdir, rows=[Row("bm25", first, first_path, {"name": "bm25"}, {},
+                                            input=None)])
+  [monot5] = check_stages([RerankStage(checkpoint, name="monot5")], "bm25")
+  stage = rerank_stage(1, monot5, queries=queries, corpus=corpus,
                        options=ScoringOptions(window=0), progress=progress)
   stage.run(record)
-  row = record["rows"][-1]
+  row = record.rows[-1]
   return row.run, bool(row.timing.get("reused"))
 
 
@@ -92,52 +122,52 @@ def dense_stages(job: Job, bindings: Sequence[str], retrain: bool) -> list[Stage
   WORKDIR/dense_pretrain, then `job.dense_gin_file` from that stage's best checkpoint in
   WORKDIR/dense, each reused like the monoT5 model (`prepare_model`); the best checkpoint
   (validation in-batch P@1) encodes the corpus, and each query's candidates are ranked by their
-  cosine to it (record["dense"], record.results["dual_encoder"]). `bindings` go to both stages,
+  cosine to it (record.dense, record.results["dual_encoder"]). `bindings` go to both stages,
   after the job's."""
   first_bindings = [*job.dense_pretrain_bindings, *bindings]  # a later binding of a name wins
 
-  def first_stage(record: Record) -> tuple[str, str]:
+  def first_stage(record: SingleModelRecord) -> tuple[str, str]:
     first_dir = os.path.join(record.workdir, "dense_pretrain")
-    _, record["dense_first_trained"] = prepare_model(first_dir, [job.dense_gin_file],
+    _, record.dense_first_trained = prepare_model(first_dir, [job.dense_gin_file],
                                                      first_bindings, retrain=retrain)
-    record["dense_first"] = best_checkpoint(first_dir)
-    return ("dense pretrain" if record["dense_first_trained"] else "load dense pretrained",
-            record["dense_first"])
+    record.dense_first = best_checkpoint(first_dir)
+    return ("dense pretrain" if record.dense_first_trained else "load dense pretrained",
+            record.dense_first)
 
-  def train(record: Record) -> tuple[str, str]:
+  def train(record: SingleModelRecord) -> tuple[str, str]:
     model_dir = os.path.join(record.workdir, "dense")
-    _, record["dense_trained"] = prepare_model(
+    _, record.dense_trained = prepare_model(
         model_dir, [job.dense_gin_file],
-        [*bindings, f"INIT_CHECKPOINT = {record['dense_first']!r}"],
-        retrain=retrain or record["dense_first_trained"])
-    record["dense_checkpoint"] = best_checkpoint(model_dir)
-    return ("dense train" if record["dense_trained"] else "load dense model",
-            record["dense_checkpoint"])
+        [*bindings, f"INIT_CHECKPOINT = {record.dense_first!r}"],
+        retrain=retrain or record.dense_first_trained)
+    record.dense_checkpoint = best_checkpoint(model_dir)
+    return ("dense train" if record.dense_trained else "load dense model",
+            record.dense_checkpoint)
 
-  def rank(record: Record) -> tuple[str, str]:
+  def rank(record: SingleModelRecord) -> tuple[str, str]:
     from t5rank.checkpoints import native
     from t5rank.data.readers import write_run
     from t5rank.retrieval.dense import DenseRetriever
 
-    checkpoint, path = record["dense_checkpoint"], record["paths"]["dense.run"]
-    retriever = DenseRetriever.build(record["corpus"], encoder_path=checkpoint)  # seconds
-    record["dense"] = retriever.retrieve(record["queries"], candidates=record["bm25"])
-    write_run(path, record["dense"], tag="dual_encoder")
-    metadata, first = native.read_metadata(checkpoint), record["dense_first"]
+    checkpoint, path = record.dense_checkpoint, record.paths["dense.run"]
+    retriever = DenseRetriever.build(record.corpus, encoder_path=checkpoint)  # seconds
+    record.dense = retriever.retrieve(record.queries, candidates=record.bm25)
+    write_run(path, record.dense, tag="dual_encoder")
+    metadata, first = native.read_metadata(checkpoint), record.dense_first
     record.results["dual_encoder"] = {
-        "checkpoint": checkpoint, "trained_now": record["dense_trained"],
+        "checkpoint": checkpoint, "trained_now": record.dense_trained,
         "step": metadata.get("step"), "validation_p@1": metadata.get("eval/p@1"),
         "recipe_sha256": read_json(os.path.join(record.workdir, "dense",
                                                  RECIPE_FILE))["sha256"],
-        "first_stage": {"checkpoint": first, "trained_now": record["dense_first_trained"],
+        "first_stage": {"checkpoint": first, "trained_now": record.dense_first_trained,
                         "step": native.read_metadata(first).get("step"),
                         "bindings": _effective(first_bindings)}}
     return "dense rank", path
 
   return [Stage(f"dual encoder, first stage: {job.dense_gin_file} with "
                 f"{', '.join(_effective(first_bindings))}", first_stage),
-          Stage(lambda r: f"dual encoder: {job.dense_gin_file} from {r['dense_first']}", train),
-          Stage(lambda r: f"dual encoder: encode {len(r['corpus'])} answers, rank each query's "
+          Stage(lambda r: f"dual encoder: {job.dense_gin_file} from {r.dense_first}", train),
+          Stage(lambda r: f"dual encoder: encode {len(r.corpus)} answers, rank each query's "
                 "candidates", rank)]
 
 
@@ -201,15 +231,15 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
                      f"{depth}, {num_queries}, {tune_queries}")
   workdir = workdir or job.workdir
   os.makedirs(workdir, exist_ok=True)
-  record = Record(workdir)
-  record["paths"] = {name: os.path.join(workdir, name)
-                     for name in ("bm25.run", "valid_bm25.run", "hybrid.run", "dense.run",
-                                  "qrels.txt", "results.json", "results.png")}
+  record = SingleModelRecord(workdir)
+  record.paths = {name: os.path.join(workdir, name)
+                  for name in ("bm25.run", "valid_bm25.run", "hybrid.run", "dense.run",
+                               "qrels.txt", "results.json", "results.png")}
   # monoT5's runs: one-stage cascades over BM25's (`_rerank`)
-  record["paths"]["monot5.run"] = os.path.join(workdir, "cascade", "01_monot5.run")
-  record["paths"]["valid_monot5.run"] = os.path.join(workdir, "valid_cascade", "01_monot5.run")
-  record["gin_bindings"] = list(gin_bindings)
-  record["retrain_model"] = retrain
+  record.paths["monot5.run"] = os.path.join(workdir, "cascade", "01_monot5.run")
+  record.paths["valid_monot5.run"] = os.path.join(workdir, "valid_cascade", "01_monot5.run")
+  record.gin_bindings = list(gin_bindings)
+  record.retrain_model = retrain
   stages = [Stage(f"export: {job.name}", functools.partial(export_stage, job, num_queries)),
             Stage(f"BM25 (k1 {BM25_K1}, b {BM25_B}, analyzer {job.bm25_language}) over each "
                   f"query's answer pool, top {depth}", functools.partial(bm25_stage, job, depth))]
@@ -217,7 +247,7 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
     stages.append(Stage(f"pre-training: {job.pretrain_gin_file}",
                         functools.partial(_pretrain, job, pretrain_bindings, retrain)))
   stages += [Stage("model", functools.partial(_model, list(gin_files or [job.gin_file]))),
-             Stage(lambda r: f"rerank: monoT5 on {r['candidates']} ({r['pairs']} pairs)",
+             Stage(lambda r: f"rerank: monoT5 on {r.candidates} ({r.pairs} pairs)",
                    functools.partial(_monot5, progress)),
              Stage(f"tune: the BM25/monoT5 interpolation weight on {tune_queries} validation "
                    "queries", functools.partial(_hybrid, job, depth, tune_queries, progress))]
@@ -228,71 +258,72 @@ def run_insuranceqa(*, workdir: Optional[str] = None, depth: int = DEFAULT_DEPTH
   return _report(job, depth, record)
 
 
-def _pretrain(job: Job, bindings: Sequence[str], retrain: bool, record: Record) -> tuple[str, str]:
+def _pretrain(job: Job, bindings: Sequence[str], retrain: bool,
+              record: SingleModelRecord) -> tuple[str, str]:
   """The job's pre-training (WORKDIR/pretrain), which the fine-tuning then starts from."""
   from t5rank.checkpoints import native
 
   pretrain_dir = os.path.join(record.workdir, "pretrain")
   checkpoint, trained = prepare_model(pretrain_dir, [job.pretrain_gin_file], bindings,
                                       retrain=retrain)
-  record["pretrained"] = {
+  record.pretrained = {
       "checkpoint": checkpoint, "trained_now": trained,
       "step": native.read_metadata(checkpoint).get("step"),
       "recipe_sha256": read_json(os.path.join(pretrain_dir, RECIPE_FILE))["sha256"]}
   # a new pre-trained model makes the fine-tuned one stale even though its recipe reads the same
-  record["gin_bindings"] = [*record["gin_bindings"], f"INIT_CHECKPOINT = {checkpoint!r}"]
-  record["retrain_model"] = retrain or trained
+  record.gin_bindings = [*record.gin_bindings, f"INIT_CHECKPOINT = {checkpoint!r}"]
+  record.retrain_model = retrain or trained
   return "pretrain" if trained else "load pretrained", checkpoint
 
 
-def _model(gin_files: Sequence[str], record: Record) -> tuple[str, str]:
+def _model(gin_files: Sequence[str], record: SingleModelRecord) -> tuple[str, str]:
   """monoT5, trained by the recipe in WORKDIR/model or reused (`prepare_model`)."""
   from t5rank.models.loading import load_reranker
 
   model_dir = os.path.join(record.workdir, "model")
-  checkpoint, trained = prepare_model(model_dir, gin_files, record["gin_bindings"],
-                                      retrain=record["retrain_model"])
-  record["checkpoint"], record["trained"] = checkpoint, trained
-  record["monot5_model"] = load_reranker(checkpoint)
-  record["recipe_sha256"] = read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
+  checkpoint, trained = prepare_model(model_dir, gin_files, record.gin_bindings,
+                                      retrain=record.retrain_model)
+  record.checkpoint, record.trained = checkpoint, trained
+  record.monot5_model = load_reranker(checkpoint)
+  record.recipe_sha256 = read_json(os.path.join(model_dir, RECIPE_FILE))["sha256"]
   return "train" if trained else "load model", checkpoint
 
 
-def _monot5(progress: bool, record: Record) -> tuple[str, str]:
+def _monot5(progress: bool, record: SingleModelRecord) -> tuple[str, str]:
   """monoT5's reranking of BM25's candidates (WORKDIR/cascade/01_monot5.run)."""
   start = time.perf_counter()
-  paths = record["paths"]
-  record["monot5"], reused = _rerank(record["checkpoint"], record["queries"], record["corpus"],
-                                     record["bm25"], paths["bm25.run"],
+  paths = record.paths
+  record.monot5, reused = _rerank(record.checkpoint, record.queries, record.corpus,
+                                     record.bm25, paths["bm25.run"],
                                      os.path.dirname(paths["monot5.run"]), progress)
   if reused:
     return "reuse run", f"{paths['monot5.run']}, scored by the same model"
-  return "rerank", (f"{record['pairs'] / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, "
+  return "rerank", (f"{record.pairs / max(time.perf_counter() - start, 1e-9):.1f} pairs/s, "
                     "compilation and tokenization included")
 
 
 def _hybrid(job: Job, depth: int, tune_queries: int, progress: bool,
-            record: Record) -> tuple[str, str]:
+            record: SingleModelRecord) -> tuple[str, str]:
   """BM25 and monoT5 interpolated (WORKDIR/hybrid.run), the weight chosen on the first
   `tune_queries` validation queries' BM25 top `depth`, scored the same way."""
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run, write_run
   from t5rank.ranking import fusion
 
-  paths = record["paths"]
+  paths = record.paths
   valid = job.export(os.path.join(record.workdir, "data_valid"), "validation")
   valid_queries = dict(list(read_queries(valid["queries.tsv"]).items())[:tune_queries])
   valid_qrels = {qid: docs for qid, docs in read_qrels(valid["qrels.txt"]).items()
                  if qid in valid_queries}
-  valid_bm25 = record["retriever"].retrieve(valid_queries, k=depth,
+  valid_bm25 = record.retriever.retrieve(valid_queries, k=depth,
                                             candidates=read_run(valid["pool.run"]))
   write_run(paths["valid_bm25.run"], valid_bm25, tag="bm25")
-  valid_monot5, _ = _rerank(record["checkpoint"], valid_queries,
+  valid_monot5, _ = _rerank(record.checkpoint, valid_queries,
                             read_corpus(valid["corpus.jsonl"]), valid_bm25,
                             paths["valid_bm25.run"], os.path.dirname(paths["valid_monot5.run"]),
                             progress)
   weight, tuning = fusion.tune_weight(valid_qrels, valid_bm25, valid_monot5, metric="MRR")
-  record["hybrid"] = fusion.interpolate(record["bm25"], record["monot5"], weight)
-  write_run(paths["hybrid.run"], record["hybrid"], tag="hybrid")
+  record.hybrid = fusion.interpolate(record.bm25, record.monot5, weight)
+  write_run(paths["hybrid.run"], record.hybrid, tag="hybrid")
   record.results["hybrid"] = {
       "weight": weight, "normalization": "zscore",
       "tuned_on": f"the first {len(valid_queries)} validation queries, BM25 top {depth}",
@@ -301,56 +332,56 @@ def _hybrid(job: Job, depth: int, tune_queries: int, progress: bool,
                   f"{tuning[1.0]:.4f} at w = 1, {tuning[weight]:.4f} at w = {weight:g})")
 
 
-def _evaluate(job: Job, record: Record) -> tuple[str, str]:
+def _evaluate(job: Job, record: SingleModelRecord) -> tuple[str, str]:
   """The job's metrics of every system, paired t-tests against BM25 (and, cross-lingual, each
   run's breakdown by query and answer language)."""
   from t5rank.evaluation import metrics as evaluation
 
-  ranked = [record["bm25"], record["monot5"], record["hybrid"]]
-  if "dense" in record:
-    ranked.append(record["dense"])
+  ranked = [record.bm25, record.monot5, record.hybrid]
+  if record.dense is not None:
+    ranked.append(record.dense)
   systems = dict(zip(SYSTEMS + ((DENSE_SYSTEM,) if job.dense_gin_file else ()), ranked))
-  record["report"] = evaluation.evaluate(record["qrels"], systems, job.metrics)
-  print(evaluation.format_table(record["report"]), flush=True)
+  record.report = evaluation.evaluate(record.qrels, systems, job.metrics)
+  print(evaluation.format_table(record.report), flush=True)
   if job.cross_lingual:
-    record.results["languages"] = language_report(record["qrels"], systems,
-                                                   record["data"]["xpr.json"])
+    record.results["languages"] = language_report(record.qrels, systems,
+                                                   record.data["xpr.json"])
   return "evaluate", ""
 
 
-def _report(job: Job, depth: int, record: Record) -> dict:
+def _report(job: Job, depth: int, record: SingleModelRecord) -> dict:
   """results.json and results.png (WORKDIR); returns the results."""
   from t5rank.checkpoints import native
 
-  paths, checkpoint = record["paths"], record["checkpoint"]
-  reranker, _ = record["monot5_model"]
+  paths, checkpoint = record.paths, record.checkpoint
+  reranker, _ = record.monot5_model
   config, metadata = reranker.config, native.read_metadata(checkpoint)
-  pretrained = record.values.get("pretrained")
+  pretrained = record.pretrained
   weight = record.results["hybrid"]["weight"]
   results = {
       "dataset": job.name,
-      "queries": len(record["queries"]), "depth": depth, "candidates": record["candidates"],
+      "queries": len(record.queries), "depth": depth, "candidates": record.candidates,
       "bm25": {"k1": BM25_K1, "b": BM25_B, "language": job.bm25_language},
-      "model": {"checkpoint": checkpoint, "trained_now": record["trained"],
-                "step": metadata.get("step"), "recipe_sha256": record["recipe_sha256"],
+      "model": {"checkpoint": checkpoint, "trained_now": record.trained,
+                "step": metadata.get("step"), "recipe_sha256": record.recipe_sha256,
                 "parameters": config.num_parameters, "max_length": reranker.max_length,
                 "target_words": metadata.get("target_words"),
                 "bm25_in_input": bool(metadata.get("bm25_in_input")), "pretrained": pretrained},
       "hybrid": record.results["hybrid"],
-      "timings_s": record.timings, "evaluation": record["report"],
+      "timings_s": record.timings, "evaluation": record.report,
       "files": {"bm25": paths["bm25.run"], "monot5": paths["monot5.run"],
                 "hybrid": paths["hybrid.run"],
                 "chart": paths["results.png"], "qrels": paths["qrels.txt"]},
   }
   if "languages" in record.results:
     results["languages"] = record.results["languages"]
-    results["files"]["xpr"] = record["data"]["xpr.json"]
+    results["files"]["xpr"] = record.data["xpr.json"]
   dense = record.results.get("dual_encoder")
   if dense is not None:
     results["dual_encoder"] = dense
     results["files"]["dual_encoder"] = paths["dense.run"]
-  plot_comparison(record["report"], paths["results.png"],
-                  f"{job.name},\n{len(record['queries'])} queries: {record['candidates']} (BM25) "
+  plot_comparison(record.report, paths["results.png"],
+                  f"{job.name},\n{len(record.queries)} queries: {record.candidates} (BM25) "
                   f"reranked by monoT5 ({config.num_parameters / 1e6:.1f}M, step "
                   f"{metadata.get('step')}"
                   f"{', BM25 score in its input' if metadata.get('bm25_in_input') else ''}"

@@ -55,11 +55,11 @@ from typing import Optional, Sequence
 
 from t5rank.files import atomic_write, read_json
 from t5rank.pipelines.insuranceqa_catalogue import (DISTILLED_TK, ENGLISH_CASCADE, TEACHER_MEMBERS,
-                                                    TEACHER_WEIGHTS, CascadeJob)
+                                                    TEACHER_WEIGHTS, CascadeJob, CascadeJobRecord)
 from t5rank.pipelines.insuranceqa_provisioning import model_stage, shipped_weights, teacher_stage
 from t5rank.pipelines.insuranceqa_report import write_report
 from t5rank.pipelines.jobs import BM25_B, BM25_K1, bm25_stage, export_stage
-from t5rank.pipelines.stages import Record, Stage, run_stages
+from t5rank.pipelines.stages import Stage, run_stages
 
 JOB_FILE = "cascade_job.json"  # marks a work directory as a cascade's (written before any work)
 
@@ -98,9 +98,8 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                      f"{job.key!r}: give this one its own")
   with atomic_write(marker) as f:
     json.dump({"job": job.key}, f)
-  record = Record(workdir)
-  record["job"] = job
-  record["paths"] = {"bm25.run": os.path.join(workdir, "bm25.run"),
+  record = CascadeJobRecord(workdir, job=job)
+  record.paths = {"bm25.run": os.path.join(workdir, "bm25.run"),
                      "qrels.txt": os.path.join(workdir, "qrels.txt")}
   stages = [Stage(f"export: {job.data.name}",
                   functools.partial(export_stage, job.data, num_queries)),
@@ -118,8 +117,8 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
                    model_stage, DISTILLED_TK, list(gin_bindings), retrain))]
     cascade = [(DISTILLED_TK.name, DISTILLED_TK.name) if model == "tk" else (row, model)
                for row, model in cascade]
-  record["cascade"] = cascade
-  record["cascade_models"] = [name for _, name in cascade]
+  record.cascade = cascade
+  record.cascade_models = [name for _, name in cascade]
   stages += [
       Stage(f"the fusion weights: the shipped ones, else the cascade on the first {tune_queries} "
             "validation queries", functools.partial(_cascade, "valid", depths, tune_queries,
@@ -131,19 +130,20 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
 
 
 def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: bool,
-             record: Record) -> tuple[str, str]:
+             record: CascadeJobRecord) -> tuple[str, str]:
   """One cascade: on the validation queries tuning the fusion weights (unless the weights shipped
   with the models are this run's), on the test queries with them."""
   from t5rank.checkpoints import shipped
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
-  from t5rank.pipelines.cascade import FusionSource, RerankStage, run_cascade
+  from t5rank.pipelines.cascade import run_cascade
+  from t5rank.pipelines.cascade_spec import FusionSource, RerankStage
 
-  job = record["job"]
+  job = record.job
   if split == "valid":
-    found = shipped_weights(job, record["cascade"], depths, tune_queries, record["models"])
+    found = shipped_weights(job, record.cascade, depths, tune_queries, record.models)
     if found is not None:
       path = os.path.join(shipped.DIRECTORY, job.weights_file)
-      record["valid"] = {"fusion": found["fusion"]["weights"], "shipped": path,
+      record.valid = {"fusion": found["fusion"]["weights"], "shipped": path,
                          "evaluation": found.get("validation")}
       return ("shipped fusion weights", f"{path}: tuned on the first {tune_queries} validation "
               "queries with these models")
@@ -151,20 +151,23 @@ def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: boo
     queries = dict(list(read_queries(data["queries.tsv"]).items())[:tune_queries])
     qrels = {q: d for q, d in read_qrels(data["qrels.txt"]).items() if q in queries}
     corpus = read_corpus(data["corpus.jsonl"])
-    first = record["retriever"].retrieve(queries, k=1000, candidates=read_run(data["pool.run"]))
+    first = record.retriever.retrieve(queries, k=1000, candidates=read_run(data["pool.run"]))
   else:
-    queries, qrels, corpus, first = (record["queries"], record["qrels"], record["corpus"],
-                                     record["bm25"])
-  stages = [RerankStage(record["models"][model]["checkpoint"], depth, row, fuse=True)
-            for (row, model), depth in zip(record["cascade"], depths)]
-  shipped_path = split == "test" and record["valid"].get("shipped")
+    queries, qrels, corpus, first = (record.queries, record.qrels, record.corpus,
+                                     record.bm25)
+  stages = [RerankStage(record.models[model]["checkpoint"], depth, row, fuse=True)
+            for (row, model), depth in zip(record.cascade, depths)]
+  shipped_path = split == "test" and record.valid.get("shipped")
   weights = None if split == "valid" else FusionSource(
-      weights=record["valid"]["fusion"], described=f"the shipped weights ({shipped_path})"
+      weights=record.valid["fusion"], described=f"the shipped weights ({shipped_path})"
       if shipped_path else "the validation cascade's weights")
   results = run_cascade(
       queries=queries, corpus=corpus, first=first, first_name="bm25", stages=stages,
       workdir=os.path.join(record.workdir, "valid_cascade" if split == "valid" else "cascade"),
       qrels=qrels, tune_fusion=split == "valid", fusion_weights=weights, progress=progress,
       print_table=split == "test", metrics=job.metrics)
-  record[split] = results
+  if split == "valid":
+    record.valid = results
+  else:
+    record.test = results
   return f"{split} cascade", f"{len(queries)} queries"

@@ -1,8 +1,9 @@
 """The InsuranceQA cascades' catalogue (`t5rank demo`): which models they use (`Model`: each one's
 recipe, the model it starts from, whether it is distilled), which cascades there are (`CascadeJob`:
 `ENGLISH_CASCADE`, `XPR_CASCADE`), their rerankers, default depths, metrics, work directories and
-the validation queries their fusion weights are tuned on, and the distillation teacher's members
-and weights. Data only: `t5rank.pipelines.insuranceqa_provisioning` provides these models,
+the validation queries their fusion weights are tuned on, the distillation teacher's members
+and weights, and what a cascade job's stages share (`CascadeJobRecord`). Data only:
+`t5rank.pipelines.insuranceqa_provisioning` provides these models,
 `t5rank.pipelines.insuranceqa_cascade` runs the cascades."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from typing import Optional
 
 from t5rank.pipelines.jobs import (CROSS_LINGUAL, DEFAULT_GIN_FILE, ENGLISH, METRICS, TUNE_QUERIES,
-                                   XPR_METRICS, Job)
+                                   XPR_METRICS, InsuranceQARecord, Job)
 
 # the teacher: BM25, TK and monoT5 fused with the weights the shipped cascade's validation queries
 # gave its monoT5 fusion (BENCHMARKS.md, "Distillation (Margin-MSE)")
@@ -69,6 +70,24 @@ class CascadeJob:
   metrics: tuple[str, ...] = METRICS
   tune_queries: int = TUNE_QUERIES
   weights_file: Optional[str] = None
+
+
+@dataclasses.dataclass
+class CascadeJobRecord(InsuranceQARecord):
+  """What a cascade job's stages share besides the export and BM25: the `job`; the rerankers of
+  the cascade run (`cascade`: each a row's name and a model's; `cascade_models` the models'
+  names); what each model is (`models`, by name, as results.json says) and what the models
+  prepared so far were trained by (`trained`: by name, (recipe hash, checkpoint, trained now),
+  and the teacher's); the `teacher` (with `distil`); the validation cascade's results or the
+  shipped weights (`valid`) and the test cascade's results (`test`)."""
+  job: Optional[CascadeJob] = None
+  cascade: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+  cascade_models: list[str] = dataclasses.field(default_factory=list)
+  models: dict[str, dict] = dataclasses.field(default_factory=dict)
+  trained: dict[str, tuple] = dataclasses.field(default_factory=dict)
+  teacher: Optional[dict] = None
+  valid: dict = dataclasses.field(default_factory=dict)
+  test: dict = dataclasses.field(default_factory=dict)
 
 
 # the dual encoder, TK and monoT5: the whole pool (~200; monoT5 over the fused top 100 instead loses

@@ -12,9 +12,8 @@ from typing import Optional, Sequence
 
 from t5rank.files import read_json, sha256_file
 from t5rank.pipelines.insuranceqa_catalogue import (TEACHER_MEMBERS, TEACHER_WEIGHTS, CascadeJob,
-                                                    Model)
+                                                    CascadeJobRecord, Model)
 from t5rank.pipelines.stage_cache import cached
-from t5rank.pipelines.stages import Record
 from t5rank.pipelines.training_runs import RECIPE_FILE, prepare_model
 
 TEACHER = "teacher"  # WORKDIR/teacher: the distillation teacher's scores of the training pools
@@ -62,19 +61,18 @@ def prepare(model: Model, workdir: str, *, bindings: Sequence[str] = (), retrain
 
 
 def model_stage(model: Model, bindings: Sequence[str], retrain: bool,
-                record: Record) -> tuple[str, str]:
+                record: CascadeJobRecord) -> tuple[str, str]:
   """The stage preparing `model` (`prepare`, with `bindings`) in the record's work directory: what
-  it is goes to the record's "models", its recipe hash to "trained"; returns (the name its time is
-  kept under, its checkpoint)."""
-  trained = record.values.setdefault("trained", {})
+  it is goes to `record.models`, its recipe hash to `record.trained`; returns (the name its time
+  is kept under, its checkpoint)."""
   checkpoint, info = prepare(model, record.workdir, bindings=bindings, retrain=retrain,
-                             trained=trained)
-  record.values.setdefault("models", {})[model.name] = info
+                             trained=record.trained)
+  record.models[model.name] = info
   return (f"{info['source'] if info['source'] != 'trained' else 'train'} {model.name}",
           checkpoint)
 
 
-def teacher_stage(retrain: bool, queries: Optional[int], record: Record):
+def teacher_stage(retrain: bool, queries: Optional[int], record: CascadeJobRecord):
   """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code), through the
   stage cache (`t5rank.pipelines.stage_cache`) keyed on the members' weights (each checkpoint's
   manifest hash), the fusion weights and the number of questions: reused when intact, resumed
@@ -83,7 +81,7 @@ def teacher_stage(retrain: bool, queries: Optional[int], record: Record):
   from t5rank.data import teacher as teacher_data
   from t5rank.pipelines import teacher as teacher_pipeline
 
-  trained, models = record["trained"], record["models"]
+  trained, models = record.trained, record.models
   bm25 = teacher_pipeline.BM25_MEMBER
   checkpoints = [bm25 if name == bm25 else f"shipped:{name}"
                  if models[name]["source"] == "shipped"
@@ -114,7 +112,7 @@ def teacher_stage(retrain: bool, queries: Optional[int], record: Record):
                    complete=complete)
   info = teacher_data.read_teacher(directory)
   trained[TEACHER] = (teacher_data.teacher_recipe_sha256(info), directory, new)
-  record["teacher"] = {"directory": directory, "members": checkpoints,
+  record.teacher = {"directory": directory, "members": checkpoints,
                        "weights": list(TEACHER_WEIGHTS), "queries": info["queries"],
                        "pairs": info["pairs"], "recipe_sha256": trained[TEACHER][0],
                        "source": "made" if new else "reused"}

@@ -10,6 +10,7 @@ import dataclasses
 import os
 from typing import Callable, Optional
 
+from t5rank.data.readers import Document, Run
 from t5rank.files import atomic_write
 from t5rank.pipelines.stages import Record
 from t5rank.retrieval.bm25 import BM25, DEFAULT_B, DEFAULT_K1
@@ -64,38 +65,58 @@ CROSS_LINGUAL = Job(
     dense_pretrain_bindings=("MIXTURE_OR_TASK_NAME = 'xpi_enzh'", "TRAIN_STEPS = 2000"))
 
 
-def export_stage(job: Job, num_queries: Optional[int], record: Record) -> tuple[str, str]:
+@dataclasses.dataclass
+class InsuranceQARecord(Record):
+  """What the InsuranceQA jobs' stages share (each job's record adds its own): the files they
+  write (`paths`, by name), the export's files (`data`: queries.tsv, corpus.jsonl, qrels.txt,
+  pool.run, xpr.json), the test queries, their judgments, the answers and each query's pool
+  (`export_stage`); BM25 (`retriever`), its run `bm25`, the number of its candidates (`pairs`) and
+  what they are (`candidates`, a phrase for the log and results.json; `bm25_stage`)."""
+  paths: dict[str, str] = dataclasses.field(default_factory=dict)
+  data: dict[str, str] = dataclasses.field(default_factory=dict)
+  queries: dict[str, str] = dataclasses.field(default_factory=dict)
+  qrels: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+  corpus: dict[str, Document] = dataclasses.field(default_factory=dict)
+  pool: Run = dataclasses.field(default_factory=dict)
+  retriever: Optional[BM25] = None
+  bm25: Run = dataclasses.field(default_factory=dict)
+  pairs: int = 0
+  candidates: str = ""
+
+
+def export_stage(job: Job, num_queries: Optional[int],
+                 record: InsuranceQARecord) -> tuple[str, str]:
   """The export stage: the test split's files (WORKDIR/data), its first `num_queries` queries and
   their judgments (WORKDIR/qrels.txt: what the job evaluates)."""
   from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
 
-  record["data"] = data = job.export(os.path.join(record.workdir, "data"), "test")
+  record.data = data = job.export(os.path.join(record.workdir, "data"), "test")
   queries = read_queries(data["queries.tsv"])
-  record["queries"] = queries = dict(list(queries.items())[:num_queries])
-  record["qrels"] = qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items()
-                             if qid in queries}
-  with atomic_write(record["paths"]["qrels.txt"]) as f:
+  record.queries = queries = dict(list(queries.items())[:num_queries])
+  record.qrels = qrels = {qid: docs for qid, docs in read_qrels(data["qrels.txt"]).items()
+                          if qid in queries}
+  with atomic_write(record.paths["qrels.txt"]) as f:
     f.writelines(f"{qid} 0 {docid} {label}\n" for qid, docs in qrels.items()
                  for docid, label in docs.items())
-  record["corpus"] = read_corpus(data["corpus.jsonl"])
-  record["pool"] = read_run(data["pool.run"])
-  return "export", f"{len(queries)} queries, {len(record['corpus'])} answers"
+  record.corpus = read_corpus(data["corpus.jsonl"])
+  record.pool = read_run(data["pool.run"])
+  return "export", f"{len(queries)} queries, {len(record.corpus)} answers"
 
 
-def bm25_stage(job: Job, depth: int, record: Record) -> tuple[str, str]:
+def bm25_stage(job: Job, depth: int, record: InsuranceQARecord) -> tuple[str, str]:
   """The BM25 stage: its top `depth` of each query's pool (WORKDIR/bm25.run; the index in
   WORKDIR/index)."""
   from t5rank.data.readers import write_run
 
-  queries, pool = record["queries"], record["pool"]
-  record["retriever"] = BM25.open(record["corpus"], os.path.join(record.workdir, "index"),
-                                  k1=BM25_K1, b=BM25_B, language=job.bm25_language)
-  record["bm25"] = bm25 = record["retriever"].retrieve(queries, k=depth, candidates=pool)
-  write_run(record["paths"]["bm25.run"], bm25, tag="bm25")
-  record["pairs"] = pairs = sum(map(len, bm25.values()))
+  queries, pool = record.queries, record.pool
+  record.retriever = BM25.open(record.corpus, os.path.join(record.workdir, "index"),
+                               k1=BM25_K1, b=BM25_B, language=job.bm25_language)
+  record.bm25 = bm25 = record.retriever.retrieve(queries, k=depth, candidates=pool)
+  write_run(record.paths["bm25.run"], bm25, tag="bm25")
+  record.pairs = pairs = sum(map(len, bm25.values()))
   whole = all(len(bm25.get(qid, ())) == len(pool[qid]) for qid in queries)
-  record["candidates"] = "each query's whole pool" if whole else f"BM25's top {depth}"
-  return "bm25", f"{pairs} candidates ({record['candidates']})"
+  record.candidates = "each query's whole pool" if whole else f"BM25's top {depth}"
+  return "bm25", f"{pairs} candidates ({record.candidates})"
 
 
 def language_report(qrels, systems, xpr_json: str) -> dict:

@@ -2,7 +2,7 @@
 own (runs, models, data, the results it reports); `run_stages` runs them in order, prints each one's
 title and time, and keeps the timings. A cascade of any length is a longer list.
 
-    record = Record(workdir)
+    record = JobRecord(workdir)      # the job's own `Record`: the fields its stages share
     run_stages([export, first_stage, train, rerank, ..., evaluate, report], record)
     record.results    # what results.json holds
 """
@@ -17,21 +17,13 @@ from typing import Any, Callable, Sequence, Union
 
 @dataclasses.dataclass
 class Record:
-  """What a job's stages share: the work directory, what each stage produced (`values`, by name),
-  the timings (seconds, by the name each stage reports) and the results to report."""
+  """What every job's stages share: the work directory, the timings (seconds, by the name each
+  stage reports) and the results to report. A job's own record adds what its stages produce as
+  named fields (`t5rank.pipelines.jobs.InsuranceQARecord`,
+  `t5rank.pipelines.cascade.CascadeRecord`, ...)."""
   workdir: str
-  values: dict[str, Any] = dataclasses.field(default_factory=dict)
   timings: dict[str, float] = dataclasses.field(default_factory=dict)
   results: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-  def __getitem__(self, name: str) -> Any:
-    return self.values[name]
-
-  def __setitem__(self, name: str, value: Any) -> None:
-    self.values[name] = value
-
-  def __contains__(self, name: str) -> bool:
-    return name in self.values
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,21 +134,31 @@ def job_class(reranker: Reranker) -> type[ScoringJob]:
 
 
 def plan_job(reranker: Reranker, queries: Mapping[str, str], corpus: Mapping[str, Document],
-             candidates: Run, options: Any,
-             first_stage_run: Optional[Run] = None) -> ScoringJob:
+             candidates: Run, options: Any, first_stage_run: Optional[Run] = None, *,
+             first_stage: Optional[Mapping[tuple[str, str], float]] = None) -> ScoringJob:
   """The job of reranking `candidates` (checked ids) with `reranker`: each query's top
   `options.depth` candidates (all without a depth) planned by the reranker's job class, the rest
   kept for below. A reranker that reads each candidate's first-stage score reads it from
-  `first_stage_run` when given (the candidates are then another stage's ranking, e.g. duoT5 over
-  monoT5's), else from `candidates`."""
+  `first_stage` when given (`top_first_stage_scores`, taken before), else from `first_stage_run`
+  when given (the candidates are then another stage's ranking, e.g. duoT5 over monoT5's), else
+  from `candidates`."""
   top, rest = split_at_depth(candidates, options.depth)
-  first_stage = None
-  if reranker.reads_first_stage:
-    first_stage = first_stage_scores(top if first_stage_run is None
-                                     else first_stage_of_candidates(first_stage_run, top))
+  if not reranker.reads_first_stage:
+    first_stage = None
+  elif first_stage is None:
+    first_stage = top_first_stage_scores(top, first_stage_run)
   job = job_class(reranker).plan(reranker, queries, corpus, top, options, first_stage)
   job.rest = rest if options.depth is not None else None
   return job
+
+
+def top_first_stage_scores(top: Run,
+                           first_stage_run: Optional[Run] = None) -> dict[tuple[str, str], float]:
+  """(qid, docid) -> the first-stage score of each candidate of `top` (the candidates a reranker
+  scores) that a reranker reading them takes: `first_stage_run`'s when given, else `top`'s own
+  (`first_stage_scores`, which refuses scores no BM25 run has)."""
+  return first_stage_scores(top if first_stage_run is None
+                            else first_stage_of_candidates(first_stage_run, top))
 
 
 def first_stage_of_candidates(first_stage_run: Run, candidates: Run) -> Run:

@@ -40,8 +40,8 @@ from t5rank.data.readers import Document, Run, write_run
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.ranking import shards
 from t5rank.ranking.batching import prefetch
-from t5rank.ranking.candidates import check_candidates
-from t5rank.ranking.jobs import plan_job
+from t5rank.ranking.candidates import check_candidates, split_at_depth
+from t5rank.ranking.jobs import plan_job, top_first_stage_scores
 from t5rank.ranking.pairwise import AGGREGATIONS as PAIR_AGGREGATIONS
 from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
 from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
@@ -164,15 +164,17 @@ RUN_OPTIONS = ("aggregation", "pair_aggregation", "skip_missing")
 NEUTRAL_OPTIONS = ("tag", "mesh_shape")
 
 
-def scoring_key(reranker: Reranker, params, options: ScoringOptions, *, model_id: str) -> dict:
+def scoring_key(reranker: Reranker, params, options: ScoringOptions, *, model_id: str,
+                params_sha256: Optional[str] = None) -> dict:
   """What a scoring's scores depend on besides the pairs and their texts (and first-stage scores),
-  as JSON values: the weights (`model_id` and `params_fingerprint`), every setting the reranker
+  as JSON values: the weights (`model_id` and `params_fingerprint`, or `params_sha256` when the
+  caller has it: one hash of the weights per stage), every setting the reranker
   scores them with (`reranker.fingerprint()`: its config, vocabulary and, for monoT5, target
   words, max_length and whether the BM25 score is in the input, as the checkpoint's metadata or
   t5rank.json say) and every option but `RUN_OPTIONS` and `NEUTRAL_OPTIONS`, `batch_tokens`
   resolved on this host's mesh. The scorer's shards and a cascade stage's stamp are both keyed on
   it, so that neither reuses scores the other would make anew."""
-  key = {"weights": model_id, "params_sha256": params_fingerprint(params),
+  key = {"weights": model_id, "params_sha256": params_sha256 or params_fingerprint(params),
          **reranker.fingerprint(), **dataclasses.asdict(options),
          "batch_tokens": options.batch_tokens or default_batch_tokens(
              scoring_mesh(options.mesh_shape))}
@@ -181,35 +183,76 @@ def scoring_key(reranker: Reranker, params, options: ScoringOptions, *, model_id
   return key
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoringInputs:
+  """Candidates checked once (`check_inputs`), before any weights load: `candidates` name only
+  queries and documents the input files hold; `first_stage` is, for a model that reads them, each
+  candidate's first-stage score among the top `depth` (None: the model reads none)."""
+  candidates: Run
+  first_stage: Optional[Mapping[tuple[str, str], float]]
+  depth: Optional[int]
+
+
+def check_inputs(queries: Mapping[str, str], corpus: Mapping[str, Document], candidates: Run, *,
+                 options: ScoringOptions, reads_first_stage: bool,
+                 first_stage_run: Optional[Run] = None,
+                 sources: tuple[str, str] = ("queries", "corpus")) -> ScoringInputs:
+  """`candidates` checked as the scorer takes them: unknown ids refused (`MissingIdsError`, naming
+  `sources`) or skipped (`options.skip_missing`); for a model that `reads_first_stage`, the first-
+  stage scores of the top `options.depth` taken (`t5rank.ranking.jobs.top_first_stage_scores`:
+  `first_stage_run`'s when given, else the candidates' own; ValueError for scores no BM25 run
+  has). `t5rank score` calls it before loading the weights and passes the result on."""
+  candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
+                                sources=sources)
+  first_stage = None
+  if reads_first_stage:
+    first_stage = top_first_stage_scores(split_at_depth(candidates, options.depth)[0],
+                                         first_stage_run)
+  return ScoringInputs(candidates, first_stage, options.depth)
+
+
 def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
-                     corpus: Mapping[str, Document], candidates: Run, output: str,
-                     options: ScoringOptions = ScoringOptions(),
+                     corpus: Mapping[str, Document], candidates: Run | ScoringInputs,
+                     output: str, options: ScoringOptions = ScoringOptions(),
                      per_passage_output: Optional[str] = None, model_id: str = "",
+                     params_sha256: Optional[str] = None,
                      sources: tuple[str, str] = ("queries", "corpus"),
                      first_stage_run: Optional[Run] = None, replace_stale_shards: bool = False,
                      progress: bool = True) -> Run:
   """Scores `candidates` with `reranker` and `params` and writes the reranked run to `output` (and
   every passage's scores to `per_passage_output`); returns the run (on host 0; {} on other hosts).
 
-  Resumable: shards go to `output + ".shards/"`, and a rerun with the same inputs scores only the
-  missing ones. `model_id` names the weights (e.g. the checkpoint path) in the resume check.
-  A model that reads each candidate's first-stage (BM25) score in its input reads it from
-  `first_stage_run` when given (the candidates are then another stage's ranking, e.g. duoT5 over
-  monoT5's), else from `candidates`. `replace_stale_shards`: shards of another job in
-  `output + ".shards/"` (a cascade's own stage, rescored) are removed instead of refused.
+  `candidates` is a run, checked here (`check_inputs`), or `ScoringInputs` checked before (then
+  `first_stage_run` and `sources` have served already). Resumable: shards go to
+  `output + ".shards/"`, and a rerun with the same inputs scores only the missing ones. `model_id`
+  names the weights (e.g. the checkpoint path) in the resume check, `params_sha256` is their hash
+  when the caller has it (`params_fingerprint`). A model that reads each candidate's first-stage
+  (BM25) score in its input reads it from `first_stage_run` when given (the candidates are then
+  another stage's ranking, e.g. duoT5 over monoT5's), else from `candidates`.
+  `replace_stale_shards`: shards of another job in `output + ".shards/"` (a cascade's own stage,
+  rescored) are removed instead of refused.
   """
   import jax
   from tqdm import tqdm
 
-  candidates = check_candidates(candidates, queries, corpus, skip_missing=options.skip_missing,
-                                sources=sources)
-  job = plan_job(reranker, queries, corpus, candidates, options, first_stage_run)
+  inputs = candidates
+  if not isinstance(inputs, ScoringInputs):
+    inputs = check_inputs(queries, corpus, candidates, options=options, sources=sources,
+                          reads_first_stage=reranker.reads_first_stage,
+                          first_stage_run=first_stage_run)
+  elif (inputs.depth != options.depth
+        or (inputs.first_stage is not None) != reranker.reads_first_stage):
+    raise ValueError(f"the candidates were checked for depth {inputs.depth} and a model that "
+                     f"reads {'' if inputs.first_stage is not None else 'no '}first-stage "
+                     f"scores, not for depth {options.depth} and {reranker.describe()}")
+  job = plan_job(reranker, queries, corpus, inputs.candidates, options,
+                 first_stage=inputs.first_stage)
   first_stage = job.first_stage
   pairs = job.pairs
   num_shards = max(1, -(-len(pairs) // options.shard_size))
   directory = output + ".shards"
   mesh = scoring_mesh(options.mesh_shape)
-  settings = scoring_key(reranker, params, options, model_id=model_id)
+  settings = scoring_key(reranker, params, options, model_id=model_id, params_sha256=params_sha256)
   batch_tokens = settings["batch_tokens"]
   if first_stage is not None:  # the scores are part of the inputs
     settings["first_stage_sha256"] = hashlib.sha256(
