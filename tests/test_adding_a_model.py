@@ -35,7 +35,11 @@ def toy(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("toy") / "model")
   native.save_checkpoint(path, {"weight": np.float32(WEIGHT)}, toy_overlap.OverlapConfig(),
                          extra_metadata={"model": "toy_overlap"})
-  return path
+  yield path
+  from t5rank.models import registry  # the tests after these see t5rank's own families only
+
+  registry._FAMILIES.pop("toy_overlap", None)
+  sys.modules.pop("toy_overlap", None)
 
 
 def test_the_family_is_found_by_name_and_states_its_capabilities(toy):
