@@ -14,7 +14,6 @@ over all devices and reads only its own share of each global batch (`host_data_s
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any, Mapping, Sequence
 
@@ -24,8 +23,6 @@ import numpy as np
 from jax.experimental import mesh_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from t5rank.models.config import T5Config
-from t5rank.models.network import init_params, param_axes
 
 MESH_AXES = ("data", "model")
 
@@ -76,14 +73,6 @@ def create_mesh(mesh_shape: Sequence[int] = (-1, 1),
   else:
     grid = np.asarray(devices, dtype=object).reshape(shape)
   return Mesh(grid, MESH_AXES)
-
-
-def param_shardings(config: T5Config, mesh: Mesh,
-                    rules: Sequence[tuple[str, str | None]] = LOGICAL_AXIS_RULES):
-  """A pytree of `NamedSharding`, one per parameter of `config`'s network, from the logical rules
-  (`shardings_for` on the network's parameter shapes)."""
-  shapes = jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0))
-  return shardings_for(shapes, param_axes(config), mesh, rules)
 
 
 def shardings_for(params, axes, mesh: Mesh,

@@ -1,23 +1,36 @@
-"""One cache for every stage that writes an output worth keeping (a reranker's run, a trained model,
-the teacher's scores): the output is kept with the key of what made it (its inputs' fingerprints,
-as JSON), so that the same command run again reuses it, resumes it, or makes it anew.
+"""Keyed reuse: every output t5rank keeps to reuse later is kept with the key of what made it (its
+inputs' fingerprints, as JSON), so that the same command run again reuses it, resumes it, or makes
+it anew, and never reuses an output made from something else. One policy per kind of artifact
+(docs/guarantees.md states them for users):
+
+- **A file** (a stage's run, a teacher's scores): `cached(path, key, build)`. Its stamp, PATH.json,
+  holds the key and the file's size and sha256. Reused when both match; otherwise made anew (the
+  stamp removed first, written again after the file is whole).
+- **A directory made whole** (the BM25 index, word embeddings, a trained model's directory, a
+  teacher directory): `cached(path, key, build, complete=...)`. The same key and `complete`:
+  reused; the same key, unfinished: resumed; another key, or damaged: moved aside to PATH.previous
+  (nothing is deleted) and made anew.
+- **A directory of resumable parts** (the scorer's shards, the dense index's shards, a training
+  run's checkpoints): `resume_directory(path, key)`. Created with the key in its manifest, or
+  resumed when the manifest holds the same key (each part is then checked as it is read);
+  another key is refused, naming what differs (`changed`), unless the directory is the job's own
+  work (`replace`), when it is moved aside.
 
     reused = cached(path, key, build, what="the run")
+    resume_directory(directory, manifest, manifest_file="manifest.json", what="shards")
 
-Two kinds of output:
+The details of `cached`:
 - a file (`complete` None): its stamp, PATH.json, holds the key and the file's own size and
   sha256 (OUTPUT_DIGEST). The file is reused when it is there with a stamp holding the key and
   its digest: a file emptied, cut or edited since is made anew (a line says why). Otherwise the
   stamp is removed, `build()` writes the file (resuming from partial state it keys itself, e.g. a
   scorer's shards) and the stamp is written after it (atomically): a kill at any point never
   leaves an output beside a stamp not its own.
-- a directory (`complete` given; `stamp` a file inside it, by default stage.json): the key is recorded in the stamp before
-  the build writes anything else (by the cache, or by the build itself with `records_key`, as a
-  trainer records recipe.json once it has checked MODEL_DIR), and `complete(path)` says whether a
-  build finished there (it raises ValueError when what is there is damaged). The same key and
-  finished: reused; the same key, unfinished: resumed (`build()` runs in the directory as it is);
-  another key, `rebuild`, or damaged: the directory is moved aside to PATH.previous
-  (`t5rank.files.move_aside`, replacing an older one there; nothing is deleted) and made anew.
+- a directory (`complete` given; `stamp` a file inside it, by default stage.json): the key is
+  recorded in the stamp before the build writes anything else (by the cache, or by the build
+  itself with `records_key`, as a trainer records recipe.json once it has checked MODEL_DIR, or as
+  the BM25 index writes its key with the index), and `complete(path)` says whether a build
+  finished there (it raises ValueError when what is there is damaged).
 
 The stamp matches when it holds every entry of the key (it may hold more, e.g. recipe.json's gin
 text beside its hash). A directory's stamp holds no digest of its files: its `complete` checks
@@ -44,6 +57,14 @@ def _digest(path: str) -> dict:
 
 def _matches(saved: Optional[dict], key: Mapping[str, Any]) -> bool:
   return isinstance(saved, dict) and all(saved.get(k) == v for k, v in key.items())
+
+
+def changed(saved: Any, key: Mapping[str, Any]) -> list[str]:
+  """The names whose values differ between a saved key and `key` (either side's names; a saved
+  key that is not a mapping differs in all of `key`'s)."""
+  saved = saved if isinstance(saved, Mapping) else {}
+  key = json.loads(json.dumps(key))
+  return sorted(name for name in saved.keys() | key.keys() if saved.get(name) != key.get(name))
 
 
 def cached(path: str, key: Mapping[str, Any], build: Callable[[], Any], *, what: str,
@@ -93,4 +114,40 @@ def cached(path: str, key: Mapping[str, Any], build: Callable[[], Any], *, what:
     with atomic_write(stamp) as f:
       json.dump(key, f, indent=1)
   build()
+  return False
+
+
+class OtherJobError(ValueError):
+  """A directory of resumable parts holds another job's (`resume_directory`)."""
+
+
+def resume_directory(directory: str, key: Mapping[str, Any], *, manifest_file: str, what: str,
+                     replace: bool = False,
+                     describe: Optional[Callable[[Any], str]] = None) -> bool:
+  """A directory of resumable parts keyed by `key` in `directory/manifest_file`: created with it
+  (returns False), or resumed when the manifest holds the same key (returns True). Another key:
+  OtherJobError naming what differs (`describe(saved)` says it where the key's names would not),
+  or with `replace` (the job's own work directory, whose earlier parts are stale) the directory
+  moved aside to DIRECTORY.previous and created anew. A manifest that is not JSON is refused,
+  naming it (moved aside with `replace`)."""
+  key = json.loads(json.dumps(key))
+  path = os.path.join(directory, manifest_file)
+  if os.path.exists(path):
+    try:
+      saved = read_json(path)
+    except ValueError as e:
+      if not replace:
+        raise ValueError(f"{e}; remove {directory} to start over") from None
+      saved = None
+    if saved == key:
+      return True
+    if not replace:
+      names = changed(saved, key)
+      why = describe(saved) if describe else f"different {', '.join(names)}"
+      raise OtherJobError(f"{directory} holds {what} of another job ({why}); remove it to start "
+                          "over, or rerun the original command")
+    move_aside(directory, f"it holds {what} of another job; starting over")
+  os.makedirs(directory, exist_ok=True)
+  with atomic_write(path) as f:
+    json.dump(key, f, indent=2, sort_keys=True)
   return False

@@ -16,7 +16,7 @@ from t5rank.models.loading import load_reranker
 from t5rank.models.monot5 import score_step
 from t5rank.models.t5_weights import save_checkpoint
 from t5rank.models.vocab import EOS_ID, load_vocabulary
-from t5rank.ranking.pairwise import aggregate
+from t5rank.ranking.duo_pairs import aggregate
 from t5rank.testing import micro_config, random_params
 
 

@@ -92,7 +92,7 @@ def test_a_resume_with_other_weights_at_the_same_path_is_refused(tmp_path):
   first, second = random_params(CONFIG, std=0.2), random_params(CONFIG, seed=1, std=0.2)
   whole = score(first, tmp_path / "whole.run")
   interrupted(first, tmp_path / "out.run", after=2)
-  with pytest.raises(RuntimeError, match="holds shards of a different scoring job"):
+  with pytest.raises(RuntimeError, match="holds the shards of another job"):
     score(second, tmp_path / "out.run")
   assert score(first, tmp_path / "out.run") == whole  # the same weights continue
 

@@ -15,7 +15,7 @@ from t5rank.data.readers import Document, read_run
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.ranking.candidates import Pair
 from t5rank.ranking.jobs import PassageJob, job_class, plan_job
-from t5rank.ranking.pairwise import PairJob
+from t5rank.ranking.duo_pairs import PairJob
 from t5rank.ranking.scorer import ScoringOptions, score_candidates
 
 QUERIES = {"q1": "one", "q2": "two"}

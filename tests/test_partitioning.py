@@ -26,7 +26,7 @@ from t5rank import partitioning
 from t5rank.training import trainer as train
 from t5rank.training.seq2seq import Seq2Seq
 from t5rank.models.config import get_config
-from t5rank.models.network import init_params
+from t5rank.models.network import init_params, param_axes
 
 assert jax.device_count() == 8, jax.devices()
 config = get_config("tiny", **fx.TINY_OVERRIDES).replace(dropout_rate=0.0)
@@ -52,7 +52,9 @@ for name, shape, n in [("1x1", (1, 1), 1), ("8x1", (8, 1), 8), ("1x4", (1, 4), 4
                    "encoder_input_tokens"].addressable_shards[0].data.shape),
                "host_shard": list(partitioning.host_data_shard(mesh, 8))}}
 try:
-  partitioning.param_shardings(config.replace(num_heads=6), partitioning.create_mesh((2, 4)))
+  six_heads = config.replace(num_heads=6)  # the network's parameter shapes, split by the rules
+  shapes = jax.eval_shape(lambda key: init_params(six_heads, key), jax.random.PRNGKey(0))
+  partitioning.shardings_for(shapes, param_axes(six_heads), partitioning.create_mesh((2, 4)))
 except ValueError as e:
   out["error"] = str(e)
 print("RESULT " + json.dumps(out))

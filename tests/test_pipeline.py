@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from t5rank.pipelines import insuranceqa as pipeline
-from t5rank.pipelines import jobs as data
+from t5rank.pipelines import insuranceqa_pools as data
 from t5rank.pipelines import training_runs
 from t5rank.models.loading import load_reranker
 from t5rank.ranking import scorer as scoring

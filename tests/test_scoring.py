@@ -25,7 +25,7 @@ from t5rank.ranking.passages import aggregate, document_passages, split_sentence
 from t5rank.data.readers import Document, read_run
 from t5rank.models.monot5 import MonoT5
 from t5rank.models.batching import batch_rows, bucket_batches, bucket_lengths
-from t5rank.ranking.batching import prefetch
+from t5rank.ranking.prefetch import prefetch
 from t5rank.ranking.candidates import MissingIdsError, Pair, check_candidates
 from t5rank.ranking.scorer import score_candidates
 from t5rank.ranking.shards import rank_documents
@@ -199,7 +199,7 @@ def test_shards_of_another_job_are_not_mixed_in(tmp_path, model):
   vocab = load_vocabulary()
   (tmp_path / "out.run.shards").mkdir()
   (tmp_path / "out.run.shards" / "manifest.json").write_text('{"fingerprint": "another job"}')
-  with pytest.raises(RuntimeError, match="holds shards of a different scoring job"):
+  with pytest.raises(RuntimeError, match="holds the shards of another job"):
     score_candidates(MonoT5(config, vocab, (1176, 6136)), params, queries={"q": "x"}, corpus={"d": Document("y")}, candidates={"q": [("d", 0)]},
                      output=str(tmp_path / "out.run"), progress=False)
   assert not (tmp_path / "out.run").exists()

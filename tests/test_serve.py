@@ -399,7 +399,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits_0(checkpoint, tmp_pa
 
 
 def test_a_duot5_request_is_limited_by_its_pairs():
-  from t5rank.ranking.pairwise import PairJob
+  from t5rank.ranking.duo_pairs import PairJob
   from t5rank.serving.app import most_texts
 
   assert [most_texts(PairJob.num_inputs, n) for n in (2, 5, 6, 30, 1000)] == [2, 2, 3, 6, 32]

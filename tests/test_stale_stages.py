@@ -12,7 +12,7 @@ import pytest
 
 from t5rank import cli
 from t5rank.data.readers import read_run
-from t5rank.pipelines.stage_cache import cached
+from t5rank.reuse import cached
 from t5rank.testing import micro_config, random_params
 from test_nothing_lost_3 import fail, tiny  # noqa: F401 (a fixture)
 

@@ -74,7 +74,7 @@ from __future__ import annotations
 import argparse
 
 from t5rank.pipelines.insuranceqa import DEFAULT_DEPTH, TUNE_QUERIES
-from t5rank.pipelines.jobs import CROSS_LINGUAL, ENGLISH
+from t5rank.pipelines.insuranceqa_pools import CROSS_LINGUAL, ENGLISH
 from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE, XPR_CASCADE
 from t5rank.commands import positive_int, renamed
 

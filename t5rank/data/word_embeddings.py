@@ -10,7 +10,6 @@ TK and dual encoder gins' default word list, built on first use.
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from typing import Optional, Sequence
@@ -19,6 +18,7 @@ import numpy as np
 
 from t5rank.models.words import (SETTINGS_FILE, WORDS_RULE, WordVocabulary, save_embeddings,
                                  words)
+from t5rank.reuse import cached
 
 
 def _crc32(text: str) -> int:
@@ -101,15 +101,17 @@ def insuranceqa_embeddings(directory: Optional[str] = None, *, language: str = "
   clone."""
   if directory is None:
     directory = os.path.join("runs", f"words_insuranceqa_{language}_{dim}d")
-  settings_path = os.path.join(directory, SETTINGS_FILE)
   wanted = {"source": f"insuranceqa train ({language}): answers + training questions",
             "min_count": min_count, "epochs": epochs, "seed": seed, "dim": dim,
             "words": WORDS_RULE}
-  if os.path.isfile(settings_path):
-    with open(settings_path) as f:
-      stored = json.load(f)
-    if all(stored.get(k) == v for k, v in wanted.items()):
-      return directory
-  print(f"building InsuranceQA word embeddings in {directory}", flush=True)
-  return make_embeddings(directory, collection_texts(language), min_count=min_count, dim=dim,
-                         epochs=epochs, seed=seed, source=wanted["source"])
+
+  def build() -> None:
+    print(f"building InsuranceQA word embeddings in {directory}", flush=True)
+    make_embeddings(directory, collection_texts(language), min_count=min_count, dim=dim,
+                    epochs=epochs, seed=seed, source=wanted["source"])
+
+  # a directory made whole (t5rank.reuse): embeddings of other settings are moved aside
+  cached(directory, wanted, build, what="InsuranceQA's word embeddings",
+         stamp=os.path.join(directory, SETTINGS_FILE), records_key=True,
+         complete=lambda path: os.path.isfile(os.path.join(path, SETTINGS_FILE)))
+  return directory

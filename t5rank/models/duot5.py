@@ -5,7 +5,7 @@ Expando-Mono-Duo Design Pattern for Text Ranking with Pretrained Sequence-to-Seq
       ─► the logits of the two target words (true, false) ─► p(d0 more relevant than d1) = softmax
 
 Every ordered pair of a query's top K candidates is scored (K(K-1) inputs) and a candidate's score
-aggregates its pairs (`t5rank.ranking.pairwise.aggregate`: sym-sum, the paper's and pygaggle's
+aggregates its pairs (`t5rank.ranking.duo_pairs.aggregate`: sym-sum, the paper's and pygaggle's
 default, Σ_j p(d_i > d_j) + (1 − p(d_j > d_i)); sum, sym-log-sum, log-sum).
 
 The score of one pair is monoT5's (`t5rank.models.monot5.score_step`: the same network, the two
@@ -93,12 +93,12 @@ class DuoT5(MonoT5):
   `passage` (a (d0, d1) tuple) and, with `bm25_in_input`, their first-stage scores as one
   `first_stage` entry (a (s0, s1) tuple); `score_batch` gives (log p, p) of d0 being the more
   relevant.
-  Its job (`t5rank.ranking.pairwise.PairJob`): every ordered pair of each query's top candidates is
+  Its job (`t5rank.ranking.duo_pairs.PairJob`): every ordered pair of each query's top candidates is
   scored and a candidate's score aggregates its pairs."""
 
   name = "duot5"
   log_probability = False  # the pair aggregation's sum of probabilities, not a log-probability
-  job = "t5rank.ranking.pairwise.PairJob"
+  job = "t5rank.ranking.duo_pairs.PairJob"
 
   def __init__(self, config: T5Config, vocab: Vocabulary, target_ids: tuple[int, int], *,
                max_length: int = DEFAULT_MAX_LENGTH, bm25_in_input: bool = False,

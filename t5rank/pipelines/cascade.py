@@ -46,7 +46,7 @@ from t5rank.files import atomic_write, sha256_file, writer_lock
 from t5rank.models.loading import load_reranker
 from t5rank.pipelines.cascade_report import format_report
 from t5rank.pipelines.cascade_spec import CheckedStage, FusionSource, RerankStage, check_stages
-from t5rank.pipelines.stage_cache import cached
+from t5rank.reuse import cached
 from t5rank.pipelines.stages import Record, Stage, finite, run_stages
 from t5rank.ranking import fusion
 from t5rank.ranking.candidates import append_below, split_at_depth

@@ -1,7 +1,7 @@
 """The single-model job (`t5rank demo --monot5-only`): InsuranceQA v2 end to end -- BM25,
 fine-tuning, monoT5 reranking, their hybrid, evaluation.
 
-It runs on either pools of `t5rank.pipelines.jobs` (`Job`): `ENGLISH`, the paper's setting, and
+It runs on either pools of `t5rank.pipelines.insuranceqa_pools` (`Job`): `ENGLISH`, the paper's setting, and
 `CROSS_LINGUAL`, the XPR construction of the same pools (Chen et al. 2020: each query English or
 Chinese, half of each pool translated; `t5rank.data.xpr`) reranked by a bilingual tiny monoT5
 pre-trained on InsuranceQA's and Tatoeba's English and Chinese text, and by the bilingual dual
@@ -59,8 +59,9 @@ from typing import Any, Optional, Sequence
 from t5rank.data.readers import Run
 from t5rank.files import atomic_write, read_json
 from t5rank.models.reranker import Reranker
-from t5rank.pipelines.jobs import (BM25_B, BM25_K1, ENGLISH, TUNE_QUERIES, InsuranceQARecord, Job,
-                                   bm25_stage, export_stage, language_report)
+from t5rank.pipelines.insuranceqa_pools import (BM25_B, BM25_K1, ENGLISH, TUNE_QUERIES,
+                                                InsuranceQARecord, Job, bm25_stage, export_stage,
+                                                language_report)
 from t5rank.pipelines.stages import Stage, finite, run_stages
 from t5rank.pipelines.training_runs import RECIPE_FILE, best_checkpoint, prepare_model
 

@@ -34,7 +34,7 @@ xpr_dual_encoder); retrained, monoT5 starts from the pre-trained model and the d
 its first stage.
 
 This module is the job: it checks the arguments, marks the work directory and wires the stages
-(`t5rank.pipelines.stages.run_stages`): the export and BM25 (`t5rank.pipelines.jobs`), the models
+(`t5rank.pipelines.stages.run_stages`): the export and BM25 (`t5rank.pipelines.insuranceqa_pools`), the models
 and the teacher, then the validation and the test cascades (`t5rank.pipelines.cascade.run_cascade`
 runs each: its runs, reuse and resumption). The rest lives in three modules:
 
@@ -58,7 +58,7 @@ from t5rank.pipelines.insuranceqa_catalogue import (DISTILLED_TK, ENGLISH_CASCAD
                                                     TEACHER_WEIGHTS, CascadeJob, CascadeJobRecord)
 from t5rank.pipelines.insuranceqa_provisioning import model_stage, shipped_weights, teacher_stage
 from t5rank.pipelines.insuranceqa_report import write_report
-from t5rank.pipelines.jobs import BM25_B, BM25_K1, bm25_stage, export_stage
+from t5rank.pipelines.insuranceqa_pools import BM25_B, BM25_K1, bm25_stage, export_stage
 from t5rank.pipelines.stages import Stage, run_stages
 
 JOB_FILE = "cascade_job.json"  # marks a work directory as a cascade's (written before any work)

@@ -12,8 +12,9 @@ import dataclasses
 import os
 from typing import Optional
 
-from t5rank.pipelines.jobs import (CROSS_LINGUAL, DEFAULT_GIN_FILE, ENGLISH, METRICS, TUNE_QUERIES,
-                                   XPR_METRICS, InsuranceQARecord, Job)
+from t5rank.pipelines.insuranceqa_pools import (CROSS_LINGUAL, DEFAULT_GIN_FILE, ENGLISH,
+                                                METRICS, TUNE_QUERIES, XPR_METRICS,
+                                                InsuranceQARecord, Job)
 
 # the teacher: BM25, TK and monoT5 fused with the weights the shipped cascade's validation queries
 # gave its monoT5 fusion (BENCHMARKS.md, "Distillation (Margin-MSE)")

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from t5rank.files import read_json, sha256_file
 from t5rank.pipelines.insuranceqa_catalogue import (TEACHER_MEMBERS, TEACHER_WEIGHTS, CascadeJob,
                                                     CascadeJobRecord, Model)
-from t5rank.pipelines.stage_cache import cached
+from t5rank.reuse import cached
 from t5rank.pipelines.training_runs import RECIPE_FILE, prepare_model
 
 TEACHER = "teacher"  # WORKDIR/teacher: the distillation teacher's scores of the training pools
@@ -74,7 +74,7 @@ def model_stage(model: Model, bindings: Sequence[str], retrain: bool,
 
 def teacher_stage(retrain: bool, queries: Optional[int], record: CascadeJobRecord):
   """The distillation teacher's scores in WORKDIR/teacher (`t5rank teacher`'s code), through the
-  stage cache (`t5rank.pipelines.stage_cache`) keyed on the members' weights (each checkpoint's
+  stage cache (`t5rank.reuse`) keyed on the members' weights (each checkpoint's
   manifest hash), the fusion weights and the number of questions: reused when intact, resumed
   when interrupted, otherwise (the old directory moved to WORKDIR/teacher.previous) made anew."""
   from t5rank.checkpoints import native

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from t5rank.files import atomic_write
 from t5rank.pipelines.insuranceqa_catalogue import CascadeJobRecord
-from t5rank.pipelines.jobs import BM25_B, BM25_K1, language_report
+from t5rank.pipelines.insuranceqa_pools import BM25_B, BM25_K1, language_report
 from t5rank.pipelines.stages import finite
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence, Union
 class Record:
   """What every job's stages share: the work directory, the timings (seconds, by the name each
   stage reports) and the results to report. A job's own record adds what its stages produce as
-  named fields (`t5rank.pipelines.jobs.InsuranceQARecord`,
+  named fields (`t5rank.pipelines.insuranceqa_pools.InsuranceQARecord`,
   `t5rank.pipelines.cascade.CascadeRecord`, ...)."""
   workdir: str
   timings: dict[str, float] = dataclasses.field(default_factory=dict)

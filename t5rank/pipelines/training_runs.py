@@ -8,7 +8,7 @@ import json
 import os
 from typing import Optional, Sequence
 
-from t5rank.pipelines.stage_cache import cached
+from t5rank.reuse import cached
 
 RECIPE_FILE = "recipe.json"
 
@@ -16,7 +16,7 @@ RECIPE_FILE = "recipe.json"
 def prepare_model(model_dir: str, gin_files: Sequence[str], bindings: Sequence[str], *,
                   retrain: bool = False, extra: Optional[dict] = None) -> tuple[str, bool]:
   """(path of the final checkpoint, whether it was trained now), through the stage cache
-  (`t5rank.pipelines.stage_cache`, keyed on recipe.json): reuses `model_dir/final` when
+  (`t5rank.reuse`, keyed on recipe.json): reuses `model_dir/final` when
   `model_dir/recipe.json` holds the same recipe (and `retrain` is off); resumes the run in
   `model_dir` when its recipe is the same but training did not finish; otherwise moves an existing
   `model_dir` aside to `model_dir.previous` (replacing an older one) and trains from the start.

@@ -9,7 +9,7 @@ How a reranker's inputs are made and its scores aggregated is the reranker's own
 `Reranker` names its job class (`Reranker.job`, a dotted name, since `t5rank.models` imports
 nothing above it). `PassageJob`, the default, scores each candidate's sentence windows and
 aggregates them (MaxP by default, `t5rank.ranking.passages`); duoT5's
-`t5rank.ranking.pairwise.PairJob` scores every ordered pair of a query's candidates and aggregates
+`t5rank.ranking.duo_pairs.PairJob` scores every ordered pair of a query's candidates and aggregates
 the pairs. `t5rank score` (`t5rank.ranking.scorer`), the cascade, the Python front door
 (`t5rank.ranker`) and `t5rank serve` all plan through `plan_job` and know no family.
 """

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Union
 from t5rank.models import registry
 from t5rank.models.inputs import TRUNCATIONS
 from t5rank.ranking.passages import AGGREGATIONS, DOCUMENT_STRIDE, DOCUMENT_WINDOW
-from t5rank.ranking.pairwise import AGGREGATIONS as PAIR_AGGREGATIONS
+from t5rank.ranking.duo_pairs import AGGREGATIONS as PAIR_AGGREGATIONS
 
 USES = ("corpus", "service")
 USE_NAMES = {"corpus": "t5rank score", "service": "t5rank serve, t5rank.load and PyTerrier"}

@@ -39,10 +39,10 @@ import numpy as np
 from t5rank.data.readers import Document, Run, write_run
 from t5rank.models.reranker import Batch, Reranker
 from t5rank.ranking import shards
-from t5rank.ranking.batching import prefetch
+from t5rank.ranking.prefetch import prefetch
 from t5rank.ranking.candidates import check_candidates, split_at_depth
 from t5rank.ranking.jobs import plan_job, top_first_stage_scores
-from t5rank.ranking.pairwise import AGGREGATIONS as PAIR_AGGREGATIONS
+from t5rank.ranking.duo_pairs import AGGREGATIONS as PAIR_AGGREGATIONS
 from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
 from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
 
@@ -63,7 +63,7 @@ class ScoringOptions:
   `precision` that of matrix products (`PRECISIONS`); `length_bucket` the multiple lengths are
   padded to (None: the reranker's own); `depth` how many of each query's best candidates are
   reranked (None: all; the rest stay below, in the run's order); `pair_aggregation` how a pairwise
-  reranker's pairs make a candidate's score (`t5rank.ranking.pairwise.AGGREGATIONS`)."""
+  reranker's pairs make a candidate's score (`t5rank.ranking.duo_pairs.AGGREGATIONS`)."""
   aggregation: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE

@@ -17,9 +17,10 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from t5rank.data.readers import Run
-from t5rank.files import atomic_write, read_json
+from t5rank.files import atomic_write
 from t5rank.ranking.candidates import Pair
 from t5rank.ranking.passages import aggregate
+from t5rank.reuse import OtherJobError, changed, resume_directory
 
 MANIFEST_FILE = "manifest.json"
 
@@ -123,31 +124,18 @@ def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
 
 
 def open_shard_directory(directory: str, manifest: Mapping, replace: bool = False) -> None:
-  """Creates `directory` with `manifest`, or checks that the manifest it holds is the same job's;
-  ShardError names the settings that differ (`manifest["settings"]`). With `replace` (a job's own
-  work directory, where an earlier job's shards are stale) another job's shards are removed."""
-  path = os.path.join(directory, MANIFEST_FILE)
-  if os.path.exists(path):
-    try:
-      found = read_json(path)
-    except ValueError as e:
-      if not replace:
-        raise ValueError(f"{e}; remove {directory} to start over") from None
-      found = None  # a job's own work directory: stale shards, removed
-    if found != json.loads(json.dumps(manifest)) and replace:
-      import shutil
+  """Creates `directory` with `manifest`, or checks that the manifest it holds is the same job's
+  (`t5rank.reuse.resume_directory`: a directory of resumable parts); ShardError names the
+  settings that differ (`manifest["settings"]`). With `replace` (a job's own work directory,
+  where an earlier job's shards are stale) another job's shards are moved aside."""
+  def describe(found) -> str:
+    before = found.get("settings", {}) if isinstance(found, dict) else {}
+    differ = changed(before, manifest.get("settings", {}))
+    return (f"different {', '.join(differ)}" if differ
+            else "other candidates or texts" if before else "other inputs, model or options")
 
-      shutil.rmtree(directory)
-      return open_shard_directory(directory, manifest)
-    if found != json.loads(json.dumps(manifest)):
-      before = found.get("settings", {}) if isinstance(found, dict) else {}
-      now = manifest.get("settings", {})
-      differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
-      what = (f"different {', '.join(differ)}" if differ
-              else "other candidates or texts" if before else "other inputs, model or options")
-      raise ShardError(f"{directory} holds shards of a different scoring job ({what}); remove it "
-                       "to start over, or rerun the original command")
-    return
-  os.makedirs(directory, exist_ok=True)
-  with atomic_write(path) as f:
-    json.dump(manifest, f, indent=2, sort_keys=True)
+  try:
+    resume_directory(directory, manifest, manifest_file=MANIFEST_FILE, what="the shards",
+                     replace=replace, describe=describe)
+  except OtherJobError as e:
+    raise ShardError(str(e)) from None

@@ -38,10 +38,10 @@ import numpy as np
 
 from t5rank.data.analysis import tokenize
 from t5rank.data.readers import Document, Run, document_text
-from t5rank.files import atomic_directory, read_json
+from t5rank.files import atomic_directory
 from t5rank.retrieval.base import Retriever
+from t5rank.reuse import cached
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_K1, DEFAULT_B = 0.9, 0.4  # Anserini's
 INDEX_FORMAT = 1
@@ -186,25 +186,23 @@ class BM25Index:
 def open_index(corpus: Mapping[str, Document], directory: str | None, *, k1: float = DEFAULT_K1,
                b: float = DEFAULT_B, language: str = "en") -> BM25Index:
   """The index of `corpus`: loaded from `directory` when it holds one with the same key, else built
-  (and saved there when `directory` is given)."""
+  (and saved there when `directory` is given; an index of other inputs there is moved aside to
+  DIRECTORY.previous: `t5rank.reuse.cached`, a directory made whole)."""
   key = index_key(corpus, k1=k1, b=b, language=language)
-  key_path = os.path.join(directory, KEY_FILE) if directory else None
-  if key_path and os.path.exists(key_path):
-    try:
-      saved = read_json(key_path)
-    except ValueError as e:
-      raise ValueError(f"{e}; remove {directory} to build the index anew") from None
-    saved = saved if isinstance(saved, dict) else {}
-    if saved == key:
-      logger.info("loading the index in %s", directory)
-      return BM25Index.load(directory)
-    changed = sorted(name for name in key.keys() | saved.keys() if key.get(name) != saved.get(name))
-    logger.info("index in %s was built with different %s; rebuilding it", directory,
-                ", ".join(changed))
-  index = BM25Index.build(corpus, k1=k1, b=b, language=language)
-  if directory:
-    index.save(directory)
-  return index
+  if not directory:
+    return BM25Index.build(corpus, k1=k1, b=b, language=language)
+  if (os.path.isdir(directory) and os.listdir(directory)
+      and not os.path.exists(os.path.join(directory, KEY_FILE))):  # not ours: never moved
+    raise FileExistsError(f"{directory} exists and is not a t5rank index; not overwriting it")
+  built = []
+
+  def build() -> None:
+    built.append(BM25Index.build(corpus, k1=k1, b=b, language=language))
+    built[0].save(directory)
+
+  cached(directory, key, build, what="the BM25 index", stamp=os.path.join(directory, KEY_FILE),
+         complete=lambda path: os.path.isfile(os.path.join(path, KEY_FILE)), records_key=True)
+  return built[0] if built else BM25Index.load(directory)
 
 
 def rm3_weights(index: BM25Index, query_counts: Mapping[int, float], query_length: int,

@@ -26,10 +26,10 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from t5rank.data.readers import Document, Run, document_text
-from t5rank.files import (atomic_directory, atomic_write, check_manifest, file_manifest,
-                          load_array, read_json)
+from t5rank.files import atomic_directory, atomic_write, check_manifest, file_manifest, load_array
 from t5rank.retrieval.base import Retriever
 from t5rank.retrieval.encoders import TextEncoder, load_encoder
+from t5rank.reuse import resume_directory
 
 SEARCHES = ("exact", "flat", "hnsw")
 INDEX_FILE, VECTORS_FILE, DOCIDS_FILE, WEIGHTS_FILE, HNSW_FILE = (
@@ -56,21 +56,8 @@ def encode_corpus(encoder: TextEncoder, texts: Sequence[str], work_dir: str, *,
   from tqdm import tqdm
 
   identity = dict(identity or {}, shard_size=shard_size, encoder=encoder.fingerprint)
-  os.makedirs(work_dir, exist_ok=True)
-  manifest = os.path.join(work_dir, SHARDS_MANIFEST)
-  if os.path.isfile(manifest):
-    try:
-      saved = read_json(manifest)
-    except ValueError as e:
-      raise ValueError(f"{e}; remove {work_dir} or index into another directory") from None
-    if saved != identity:
-      saved = saved if isinstance(saved, dict) else {}
-      changed = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
-      raise ValueError(f"{work_dir} holds shards of another index (different {changed}); remove "
-                       "it or index into another directory")
-  else:
-    with atomic_write(manifest) as f:
-      json.dump(identity, f, indent=1)
+  resume_directory(work_dir, identity, manifest_file=SHARDS_MANIFEST,
+                   what="the shards of a dense index")  # t5rank.reuse's resumable parts
   job = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
   docids = list(docids) if docids is not None else [str(i) for i in range(len(texts))]
   shards = []
