@@ -59,7 +59,7 @@ def child(devices: int, models: list[str], kinds: list[str], pairs: dict[str, in
       queries, chosen, passages, options = insuranceqa_pairs(kind, pairs[name])
       ids = [np.asarray(x, np.int32) for x in
              reranker.encode([queries[p.qid] for p in chosen],
-                             [passages[p.docid][p.window] for p in chosen])]
+                             [passages[p.docid][p.part] for p in chosen])]
       batches = scoring_batches(reranker, mesh, ids, options)
       (log_p, compile_s, first), (_, _, second) = (
           score_timed(reranker, params, mesh, batches, len(ids)) for _ in range(2))

@@ -98,7 +98,7 @@ def useful_flops(checkpoint: str, queries: str, corpus: str, run: str
       {qid: [(d, s) for d, s in docs] for qid, docs in read_run(run).items()}, documents,
       window=0, stride=5, language="en")
   ids = reranker.encode([query_texts[p.qid] for p in pairs],
-                        [passages[p.docid][p.window] for p in pairs])
+                        [passages[p.docid][p.part] for p in pairs])
   flops = [monot5_flops(reranker.config, len(x), folded=False) for x in ids]
   useful = sum(monot5_flops(reranker.config, len(x)) for x in ids)  # as executed: folded
   rows = []

@@ -211,7 +211,7 @@ def pygaggle_tokenize(tokenizer, queries: dict[str, str], pairs: Sequence[Pair],
   out = []
   for qid, query_pairs in by_query.items():
     for first in range(0, len(query_pairs), batch_size):
-      texts = [format_input(queries[qid], passages[p.docid][p.window]) + f" {tokenizer.eos_token}"
+      texts = [format_input(queries[qid], passages[p.docid][p.part]) + f" {tokenizer.eos_token}"
                for p in query_pairs[first:first + batch_size]]
       encoded = tokenizer.batch_encode_plus(texts, return_attention_mask=True, padding="longest",
                                             truncation=True, max_length=DEFAULT_MAX_LENGTH,
@@ -272,7 +272,7 @@ def compare(scorers: Scorers, kind: str, num_pairs: int, *, tokenizer=None,
   queries, pairs, passages, options = insuranceqa_pairs(kind, num_pairs)
   reranker = scorers.reranker
   encode = lambda chosen: reranker.encode([queries[p.qid] for p in chosen],
-                                          [passages[p.docid][p.window] for p in chosen])
+                                          [passages[p.docid][p.part] for p in chosen])
   ids = [np.asarray(x, np.int32) for x in encode(pairs)]  # 100k x 512 Python ints: gigabytes
   ours = scoring_batches(reranker, scorers.mesh, ids, options)
   theirs = reference_batches(pairs, ids, reference_batch)

@@ -87,7 +87,7 @@ def measure(name: str, num_pairs: int, single_pairs: int,
   pairs, passages = candidate_passages(candidates, corpus, window=0, stride=options.stride,
                                        language="en")
   encode = lambda: reranker.encode([queries[p.qid] for p in pairs],
-                                   [passages[p.docid][p.window] for p in pairs])
+                                   [passages[p.docid][p.part] for p in pairs])
   tokenize_s = timed(encode)
   ids = encode()
   tokens = sum(map(len, ids))

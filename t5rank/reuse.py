@@ -72,9 +72,9 @@ def cached(path: str, key: Mapping[str, Any], build: Callable[[], Any], *, what:
            stamp: Optional[str] = None, records_key: bool = False) -> bool:
   """Makes `path` with `build()` unless it can be reused (module docstring); returns whether it
   was reused. `key`: what the output is made from (JSON values); `what` names it in the lines
-  printed; `rebuild`: made anew even when it could be reused; `complete` makes it a directory's cache;
-  `stamp`: where the key is kept (default PATH.json for a file, PATH/stage.json for a directory); `records_key`: the build writes the stamp itself,
-  first."""
+  printed; `rebuild`: made anew even when it could be reused; `complete` makes it a directory's
+  cache; `stamp`: where the key is kept (default PATH.json for a file, PATH/stage.json for a
+  directory); `records_key`: the build writes the stamp itself, first."""
   key = json.loads(json.dumps(key))  # as it reads back (tuples are lists)
   stamp = stamp or (path + ".json" if complete is None else os.path.join(path, DIRECTORY_STAMP))
   try:

@@ -191,7 +191,7 @@ def test_scorer_reads_each_candidates_run_score():
                                                                  "No."], 32, [9.6, 9.6, 2.4])
   reranker = MonoT5(get_config("tiny"), vocab, (1176, 6136), max_length=32, bm25_in_input=True)
   assert reranker.encode([queries[p.qid] for p in pairs],
-                         [passages[p.docid][p.window] for p in pairs],
+                         [passages[p.docid][p.part] for p in pairs],
                          [first_stage[p.qid, p.docid] for p in pairs]) == expected
   with pytest.raises(ValueError, match=r"1 score\(s\) that are not finite numbers >= 0"):
     first_stage_scores({"1": [("a", 9.6), ("b", -1.0)]})

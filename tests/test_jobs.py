@@ -51,7 +51,7 @@ def test_pair_job_scores_ordered_pairs_and_ranks_by_sym_sum():
                                                                   ("q1", "b"): 2.0,
                                                                   ("q1", "c"): 1.0})
   assert not job.independent
-  assert [(p.docid, p.window) for p in job.pairs] == [("a", 1), ("a", 2), ("b", 0), ("b", 2),
+  assert [(p.docid, p.part) for p in job.pairs] == [("a", 1), ("a", 2), ("b", 0), ("b", 2),
                                                       ("c", 0), ("c", 1)]
   queries, texts, first = job.inputs(job.pairs[:2])
   assert texts == [("Aa aa. Bb bb bb. Cc.", "Dddd dddd."), ("Aa aa. Bb bb bb. Cc.",
@@ -59,7 +59,7 @@ def test_pair_job_scores_ordered_pairs_and_ranks_by_sym_sum():
   assert queries == ["one", "one"] and first == [(3.0, 2.0), (3.0, 1.0)]
   # p(row > column): a beats b .9 and c .6; b beats a .2, c .7; c beats a .3, b .4
   p = {("a", 1): .9, ("a", 2): .6, ("b", 0): .2, ("b", 2): .7, ("c", 0): .3, ("c", 1): .4}
-  rows = [(pair, float(np.log(p[pair.docid, pair.window])), p[pair.docid, pair.window])
+  rows = [(pair, float(np.log(p[pair.docid, pair.part])), p[pair.docid, pair.part])
           for pair in job.pairs]
   # sym-sum: a = (.9 + 1 - .2) + (.6 + 1 - .3) = 3.0; b = (.2 + .1) + (.7 + .6) = 1.6;
   # c = (.3 + .4) + (.4 + .3) = 1.4
@@ -105,7 +105,7 @@ class FirstSentenceJob(PassageJob):
   @classmethod
   def plan(cls, reranker, queries, corpus, top, options, first_stage):
     job = super().plan(reranker, queries, corpus, top, options, first_stage)
-    job.pairs = [pair for pair in job.pairs if pair.window == 0]
+    job.pairs = [pair for pair in job.pairs if pair.part == 0]
     return job
 
 

@@ -85,7 +85,7 @@ def test_maxp_finds_the_relevant_window_with_an_oracle_scorer(collection):
 
   def oracle(pair: Pair) -> float:
     answer = relevant.get(pair.docid, ("\0",))[0]
-    return float(answer in passages[pair.docid][pair.window])
+    return float(answer in passages[pair.docid][pair.part])
 
   rows = [(pair, oracle(pair), math.exp(oracle(pair))) for pair in pairs]
   maxp, winners = rank_documents(rows, "maxp")

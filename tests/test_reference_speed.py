@@ -57,7 +57,7 @@ def test_windows_are_maxp_windows_of_four_answer_documents(bench):
   queries, pairs, passages, options = bench.insuranceqa_pairs("windows", 30)
   assert (options.window, options.stride) == (10, 5) and len(pairs) == 30
   assert list(queries) == ["0"]  # the first test question's pool is enough
-  first = [p.window for p in pairs if p.docid == "0-0"]
+  first = [p.part for p in pairs if p.docid == "0-0"]
   assert first == list(range(len(passages["0-0"]))) and len(first) > 2  # several windows each
   assert pairs[len(first)].docid == "0-1"
 

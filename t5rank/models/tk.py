@@ -25,11 +25,19 @@ each size weighted by learned weights into the score (the paper states no sizes 
 options). An ensemble (TUW19-p3, `ensemble` > 1) holds several instances' parameters stacked on a
 leading axis and averages their scores; `t5rank ensemble` builds one from trained checkpoints.
 The `TK` reranker (scoring, batching) is in `t5rank.models.tk_reranker`.
+
+Precision (`TKNetwork.dtype`, not part of the config: one checkpoint scores in either): float32
+computes everything in float32; bfloat16 is mixed precision as for T5 (`t5rank.models.network`):
+every matrix product (the feed-forward and attention projections, the attention weights, the
+match matrix) takes bfloat16 operands and returns float32 (`preferred_element_type`), the
+parameters may be stored in bfloat16, and the residual stream, layer norms, softmax and kernel
+pooling stay float32.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, ClassVar
 
@@ -132,10 +140,39 @@ def kernel_pooling(match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array,
   return s_log, s_len, per_term
 
 
-def cosine_matrix(query: jax.Array, doc: jax.Array) -> jax.Array:
+def cosine_matrix(query: jax.Array, doc: jax.Array, dtype: str = "float32") -> jax.Array:
   """(B, m, n) cosines of every query and document vector, (4); a zero vector (padding) has cosine
-  0 with everything, and a zero gradient (the norm is floored at 1e-13 before dividing)."""
-  return jnp.einsum("bme,bne->bmn", unit_vectors(query), unit_vectors(doc))
+  0 with everything, and a zero gradient (the norm is floored at 1e-13 before dividing). The
+  product's operands in `dtype`, its result float32."""
+  return match_matrix("bme,bne->bmn", unit_vectors(query), unit_vectors(doc), dtype)
+
+
+def match_matrix(subscripts: str, terms: jax.Array, docs: jax.Array,
+                 dtype: str = "float32") -> jax.Array:
+  """`einsum(subscripts, terms, docs)` of unit vectors, operands in `dtype`, result float32."""
+  return jnp.einsum(subscripts, terms.astype(dtype), docs.astype(dtype),
+                    preferred_element_type=jnp.float32)
+
+
+def mixed_dot_general(dtype: str):
+  """A `lax.dot_general` for flax's layers that multiplies in `dtype` and returns float32 (None, the
+  layers' own, for float32)."""
+  if jnp.dtype(dtype) == jnp.float32:
+    return None
+
+  def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    return jax.lax.dot_general(lhs.astype(dtype), rhs.astype(dtype), dimension_numbers,
+                               precision=precision, preferred_element_type=jnp.float32)
+  return dot_general
+
+
+def _attention_einsum(dtype: str):
+  """The einsum of flax's dot-product attention (its `..._einsum_cls`), both products in `dtype`
+  returning float32, the softmax between them float32 (None: flax's own, for float32)."""
+  dot_general = mixed_dot_general(dtype)
+  if dot_general is None:
+    return None
+  return lambda: functools.partial(jnp.einsum, _dot_general=dot_general)
 
 
 def _uniform(scale: float):
@@ -146,28 +183,35 @@ class _Layer(nn.Module):
   """One contextualization layer, (2): FF then multi-head attention (3), each + residual, layer
   norm."""
   config: TKConfig
+  dtype: str = "float32"
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
-    c = self.config
-    ff = nn.Dense(c.embedding_dim, name="ff_out")(nn.relu(nn.Dense(c.ff_dim, name="ff_in")(x)))
-    x = nn.LayerNorm(name="ff_norm")(ff + x)  # (B, L, E)
+    c, dot = self.config, mixed_dot_general(self.dtype)
+    ff = nn.Dense(c.embedding_dim, dot_general=dot, name="ff_out")(
+        nn.relu(nn.Dense(c.ff_dim, dot_general=dot, name="ff_in")(x)))
+    x = nn.LayerNorm(dtype=jnp.float32, name="ff_norm")(ff + x)  # (B, L, E)
     attention = nn.MultiHeadDotProductAttention(
         num_heads=c.num_heads, qkv_features=c.num_heads * c.head_dim, out_features=c.embedding_dim,
+        qkv_dot_general=dot, out_dot_general=dot,
+        qk_attn_weights_einsum_cls=_attention_einsum(self.dtype),
+        attn_weights_value_einsum_cls=_attention_einsum(self.dtype),
         name="attention")(x, mask=nn.make_attention_mask(mask, mask))
-    return nn.LayerNorm(name="attention_norm")(attention + x)
+    return nn.LayerNorm(dtype=jnp.float32, name="attention_norm")(attention + x)
 
 
 class TKNetwork(nn.Module):
   """TK's parameters and its two halves: `encode` (ids -> contextualized vectors) and `score`
-  (two sides' vectors -> score and its parts)."""
+  (two sides' vectors -> score and its parts); `dtype` the precision of its matrix products
+  (module docstring)."""
   config: TKConfig
+  dtype: str = "float32"
 
   def setup(self):
     c = self.config
     k = len(c.kernel_mus)
     self.embedding = nn.Embed(c.vocab_size, c.embedding_dim, name="embedding")
-    self.layers = [_Layer(c, name=f"layer_{i}") for i in range(c.num_layers)]
+    self.layers = [_Layer(c, self.dtype, name=f"layer_{i}") for i in range(c.num_layers)]
     self.alpha = self.param("alpha", nn.initializers.constant(c.alpha_init), ())
     self.log_weights = self.param("log_weights", _uniform(0.014), (k,))  # W₁
     self.length_weights = self.param("length_weights", _uniform(0.014), (k,))  # W₂
@@ -180,7 +224,7 @@ class TKNetwork(nn.Module):
     """(B, L, E) hybrid contextualized vectors of `ids` (B, L), (1); zero where the id is padding
     or unknown."""
     mask = ids > UNK_ID  # (B, L)
-    t = self.embedding(ids) * mask[..., None]  # (B, L, E)
+    t = self.embedding(ids).astype(jnp.float32) * mask[..., None]  # (B, L, E): rows, not the table
     x = t + positional_encoding(ids.shape[1], self.config.embedding_dim)[None]
     for layer in self.layers:
       x = layer(x, mask)
@@ -190,7 +234,7 @@ class TKNetwork(nn.Module):
             doc_mask: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     """(s (B,), parts) of contextualized queries (B, m, E) and documents (B, n, E); parts hold M,
     Kᵢᵏ, s_logᵏ, s_lenᵏ, s_log, s_len (whole-document pooling) for explanations."""
-    return self.pool(cosine_matrix(query, doc), query_mask, doc_mask)  # (4)
+    return self.pool(cosine_matrix(query, doc, self.dtype), query_mask, doc_mask)  # (4)
 
   def pool(self, match: jax.Array, query_mask: jax.Array, doc_mask: jax.Array
            ) -> tuple[jax.Array, dict[str, jax.Array]]:

@@ -28,7 +28,7 @@ import numpy as np
 
 from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
-from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
+from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, match_matrix, tk_param_axes
 from t5rank.models.vectors import unit_vectors
 from t5rank.models import registry
 from t5rank.models.words import UNK_ID, check_words, load_words
@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 TERMS_PER_ROW = 64  # P: query terms matched per row (InsuranceQA queries: 7.4 words on average;
 # 64 costs less than 32's smaller matrix products on a CPU, HISTORY.md "TK")
 DOCUMENT_BUCKET = 32  # documents are padded to a multiple of this many words (or the maximum)
+DTYPES = ("float32", "bfloat16")  # float32, or mixed precision (`t5rank.models.tk`)
 
 
 def _stack_members(params, config: TKConfig):
@@ -45,38 +46,41 @@ def _stack_members(params, config: TKConfig):
   return params if config.ensemble > 1 else jax.tree.map(lambda x: x[None], params)
 
 
-def encode_step(params, ids: jax.Array, *, config: TKConfig) -> jax.Array:
-  """(members, B, L, E) contextualized vectors of `ids` (B, L) by each ensemble member."""
-  network = TKNetwork(config)
+def encode_step(params, ids: jax.Array, *, config: TKConfig, dtype: str = "float32") -> jax.Array:
+  """(members, B, L, E) contextualized vectors of `ids` (B, L) by each ensemble member, its matrix
+  products in `dtype` (`t5rank.models.tk`: mixed precision)."""
+  network = TKNetwork(config, dtype)
   return jax.vmap(lambda p: network.apply({"params": p}, ids, method=TKNetwork.encode))(
       _stack_members(params, config))
 
 
-@functools.partial(jax.jit, static_argnames="config")
-def _query_terms(params, ids, *, config):
-  """(members, B, L, E) unit vectors of contextualized queries `ids` (B, L); 0 at padding/unknown."""
-  return unit_vectors(encode_step(params, ids, config=config))
+@functools.partial(jax.jit, static_argnames=("config", "dtype"))
+def _query_terms(params, ids, *, config, dtype="float32"):
+  """(members, B, L, E) unit vectors of contextualized queries `ids` (B, L); 0 at padding and
+  unknown words."""
+  return unit_vectors(encode_step(params, ids, config=config, dtype=dtype))
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@functools.partial(jax.jit, static_argnames=("config", "dtype"))
 def _score_documents(state, doc_ids, row_doc, term_query, term_offset, term_pair, term_mask,
-                     pair_row, item_slot, *, config):
+                     pair_row, item_slot, *, config, dtype="float32"):
   """(s, sigmoid(s)) of a batch's items (see the module docstring for the layout). Each group g:
   documents doc_ids[g] (Dg, n), contextualized once; row r matches document row_doc[g, r] against
   the P query terms term (term_query, term_offset) of the shard's queries, read from the state's
   table at query_start[term_query] + term_offset; pair_row[g] (Ng,) each pair's row. Item i's
   score is pair item_slot[i] of the flattened (G·Ng,) pairs."""
-  network = TKNetwork(config)
+  network = TKNetwork(config, dtype)
   members = _stack_members(state["params"], config)
   table = state["terms"]  # (members, T, E) unit vectors of contextualized query terms
 
   def group(doc_ids, row_doc, term_query, term_offset, term_pair, term_mask, pair_row):
-    docs = unit_vectors(encode_step(state["params"], doc_ids, config=config))  # (M, Dg, n, E)
+    docs = unit_vectors(encode_step(state["params"], doc_ids, config=config,
+                                    dtype=dtype))  # (M, Dg, n, E)
     terms = table[:, state["query_start"][term_query] + term_offset]  # (M, Rg, P, E)
     row_mask = (doc_ids > UNK_ID)[row_doc]  # (Rg, n)
 
     def member(params, terms, docs):
-      match = jnp.einsum("rpe,rne->rpn", terms, docs[row_doc])  # (Rg, P, n)  (4)
+      match = match_matrix("rpe,rne->rpn", terms, docs[row_doc], dtype)  # (Rg, P, n)  (4)
       return network.apply({"params": params}, match, row_mask, term_pair, term_mask, pair_row,
                            method=TKNetwork.pool_packed)  # (Ng,)
 
@@ -137,10 +141,13 @@ class TK(Reranker):
   name = "tk"
   shard_order = "passage"
 
-  def __init__(self, config: TKConfig, vocabulary):
+  def __init__(self, config: TKConfig, vocabulary, dtype: str = "float32"):
     check_words(vocabulary, config)
+    if dtype not in DTYPES:
+      raise ValueError(f"TK's dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     self.config = config
     self.vocabulary = vocabulary
+    self.dtype = dtype
     self._table: dict | None = None  # the query-term table of the last shard (`shard_state`)
 
   @property
@@ -216,7 +223,8 @@ class TK(Reranker):
       for row, q in enumerate(chunk):
         ids[row, :len(queries[q])] = queries[q]
       real_rows, real_positions = np.nonzero(ids > UNK_ID)  # row-major: each query's terms in order
-      vectors = np.asarray(_query_terms(params, jax.device_put(ids, replicated(mesh)), config=c))
+      vectors = np.asarray(_query_terms(params, jax.device_put(ids, replicated(mesh)), config=c,
+                                        dtype=self.dtype))
       terms[:, used:used + len(real_rows)] = vectors[:, real_rows, real_positions]
       for q in chunk:
         start[keys[q]], used = used, used + int(counts[q])
@@ -309,7 +317,7 @@ class TK(Reranker):
                                                mask.astype(bool), pair_row, item_slot))
 
   def score_batch(self, state, arrays):
-    return _score_documents(state, *arrays, config=self.config)
+    return _score_documents(state, *arrays, config=self.config, dtype=self.dtype)
 
   def param_axes(self):
     def shapes(rng):
@@ -318,15 +326,17 @@ class TK(Reranker):
     return tk_param_axes(jax.eval_shape(shapes, jax.random.PRNGKey(0)))
 
   def fingerprint(self) -> dict:
+    mixed = {"dtype": self.dtype} if self.dtype != "float32" else {}  # float32 jobs still resume
     return {"model": self.name, "config": json.loads(self.config.to_json()),
-            "vocab": self.vocabulary.sha256}
+            "vocab": self.vocabulary.sha256, **mixed}
 
   def describe(self) -> str:
     c = self.config
     return (f"TK ({c.vocab_size} words x {c.embedding_dim}, {c.num_layers} layers of "
             f"{c.num_heads} heads, {len(c.kernel_mus)} kernels"
             f"{f', windows {c.windows}' if c.windows else ''}"
-            f"{f', ensemble of {c.ensemble}' if c.ensemble > 1 else ''})")
+            f"{f', ensemble of {c.ensemble}' if c.ensemble > 1 else ''}"
+            f"{', bfloat16 products with float32 results' if self.dtype == 'bfloat16' else ''})")
 
   @classmethod
   def for_evaluation(cls, config: TKConfig, **_) -> "TK":
@@ -334,10 +344,22 @@ class TK(Reranker):
     return cls(config, load_words(config))
 
 
-def load_tk(checkpoint: Checkpoint, **options) -> tuple[TK, dict]:
+def cast_matrices(params, dtype: str):
+  """`params` with every weight matrix (the embedding table, the projections' kernels) in `dtype`;
+  the biases, norms, α and the kernel weights stay float32, as mixed precision adds and scales
+  with them (`t5rank.models.tk`)."""
+  def cast(path, x):
+    name = getattr(path[-1], "key", "")
+    return x.astype(dtype) if name in ("kernel", "embedding") else x
+  return jax.tree_util.tree_map_with_path(cast, params)
+
+
+def load_tk(checkpoint: Checkpoint, *, dtype: Optional[str] = None,
+            **options) -> tuple[TK, dict]:
   """(TK, parameters) of a TK checkpoint (`t5rank train` with a TK gin, or `t5rank ensemble`; a
-  name is resolved first), with the word list it carries; TK has no scoring options, and any
-  given is refused by name."""
+  name is resolved first), with the word list it carries. `dtype` "bfloat16" stores its matrices
+  in bfloat16 and multiplies in mixed precision; TK has no other scoring options, and any given is
+  refused by name."""
   from t5rank.checkpoints import native
   from t5rank.models.loading import refuse_options
 
@@ -346,7 +368,8 @@ def load_tk(checkpoint: Checkpoint, **options) -> tuple[TK, dict]:
                  "target words and reads no first-stage score")
   config, params = native.restore_model(checkpoint.path, TKConfig, TK.name, checkpoint.metadata,
                                         checkpoint.digests)
-  return TK(config, load_words(config, checkpoint.path)), params
+  model = TK(config, load_words(config, checkpoint.path), dtype or "float32")
+  return model, cast_matrices(params, dtype) if dtype and dtype != "float32" else params
 
 
 registry.register(registry.Family(

@@ -18,10 +18,13 @@ logger = logging.getLogger(__name__)
 
 
 class Pair(NamedTuple):
-  """One scored input: window `window` of document `docid` for query `qid`."""
+  """One scored input of candidate `docid` for query `qid`; `part` is which input of the
+  candidate it is, as its job numbers them: the sentence window of the document
+  (`t5rank.ranking.jobs.PassageJob`), or the index of the candidate it is compared with
+  (duoT5's `t5rank.ranking.duo_pairs.PairJob`)."""
   qid: str
   docid: str
-  window: int
+  part: int
 
 class MissingIdsError(ValueError):
   """Candidates that name queries or documents the input files do not have."""

@@ -2,7 +2,7 @@
 pair of each query's top candidates, and the candidates' scores aggregated from their pairs
 (`aggregate`, the paper's four ways).
 
-    top K of a run ─► ordered_pairs: Pair(qid, d_i, window = j) for i ≠ j, K(K−1) per query
+    top K of a run ─► ordered_pairs: Pair(qid, d_i, part = j) for i ≠ j, K(K−1) per query
       ─► inputs: (query, (d_i, d_j) whole documents[, their two first-stage scores])
       ─► scored like any input (the scorer's shards), row (pair, log p, p): p(d_i > d_j)
       ─► pairwise_run: p (K, K) per query ─► aggregate ─► the K candidates ranked by their scores
@@ -45,7 +45,7 @@ def aggregate(p: np.ndarray, method: str = "sym-sum") -> np.ndarray:
 
 def ordered_pairs(top: Run) -> list[Pair]:
   """Every ordered pair (d_i, d_j), i ≠ j, of each query's candidates, as Pair(qid, d_i, j): the
-  pair's `window` is the index of its second document in the query's list."""
+  pair's `part` is the index of its second document in the query's list."""
   pairs = []
   for qid, docs in top.items():
     ids = [docid for docid, _ in docs]
@@ -59,7 +59,7 @@ def pairwise_run(rows: Iterable[tuple[Pair, float, float]], top: Run, method: st
   index = {qid: {docid: i for i, (docid, _) in enumerate(docs)} for qid, docs in top.items()}
   p = {qid: np.full((len(docs), len(docs)), np.nan) for qid, docs in top.items()}
   for pair, _, prob in rows:
-    p[pair.qid][index[pair.qid][pair.docid], pair.window] = prob
+    p[pair.qid][index[pair.qid][pair.docid], pair.part] = prob
   run: Run = {}
   for qid, docs in top.items():
     scores = aggregate(p[qid], method) if len(docs) > 1 else np.zeros(len(docs))
@@ -82,7 +82,7 @@ class PairJob(ScoringJob):
 
   @functools.cached_property
   def partners(self) -> dict[str, list[str]]:
-    """Each query's candidates by index (a pair's `window` is its second document's index)."""
+    """Each query's candidates by index (a pair's `part` is its second document's index)."""
     return {qid: [docid for docid, _ in docs] for qid, docs in self.top.items()}
 
   @staticmethod
@@ -96,7 +96,7 @@ class PairJob(ScoringJob):
   def inputs(self, chunk):
     texts, scores = [], []
     for p in chunk:
-      other = self.partners[p.qid][p.window]
+      other = self.partners[p.qid][p.part]
       texts.append((self.passages[p.docid][0], self.passages[other][0]))
       if self.first_stage is not None:
         scores.append((self.first_stage[p.qid, p.docid], self.first_stage[p.qid, other]))
@@ -108,5 +108,5 @@ class PairJob(ScoringJob):
 
   def passage_lines(self, rows):
     for pair, log_p, p in rows:
-      yield (f"{pair.qid}\t{pair.docid}\t{self.partners[pair.qid][pair.window]}\t{log_p!r}\t"
+      yield (f"{pair.qid}\t{pair.docid}\t{self.partners[pair.qid][pair.part]}\t{log_p!r}\t"
              f"{p!r}\n")

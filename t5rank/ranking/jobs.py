@@ -97,7 +97,7 @@ class PassageJob(ScoringJob):
     pairs, passages = candidate_passages(top, corpus, window=options.window,
                                          stride=options.stride, language=options.language)
     if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
-      pairs = sorted(pairs, key=lambda p: (p.docid, p.window, p.qid))
+      pairs = sorted(pairs, key=lambda p: (p.docid, p.part, p.qid))
     return cls(reranker, queries, top, options, pairs, passages, first_stage)
 
   @staticmethod
@@ -109,7 +109,7 @@ class PassageJob(ScoringJob):
     return text, first_stage
 
   def inputs(self, chunk):
-    texts = [self.passages[p.docid][p.window] for p in chunk]
+    texts = [self.passages[p.docid][p.part] for p in chunk]
     scores = (None if self.first_stage is None
               else [self.first_stage[p.qid, p.docid] for p in chunk])
     return [self.queries[p.qid] for p in chunk], texts, scores
@@ -120,8 +120,8 @@ class PassageJob(ScoringJob):
   def passage_lines(self, rows):
     _, winners = shards.rank_documents(rows, self.options.aggregation)
     for pair, score, p in rows:
-      best = int(winners[pair.qid, pair.docid] == pair.window)
-      yield f"{pair.qid}\t{pair.docid}\t{pair.window}\t{score!r}\t{p!r}\t{best}\n"
+      best = int(winners[pair.qid, pair.docid] == pair.part)
+      yield f"{pair.qid}\t{pair.docid}\t{pair.part}\t{score!r}\t{p!r}\t{best}\n"
 
 
 def job_class(reranker: Reranker) -> type[ScoringJob]:

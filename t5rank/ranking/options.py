@@ -93,10 +93,12 @@ OPTIONS = (
            choices=registry.Families, metavar="FAMILY"),
     Option("config", "model config name (see t5rank.models.config), for checkpoints without one "
            "(Mesh TF, t5x)"),
-    Option("dtype", "float32 or bfloat16: bfloat16 stores the weights in bfloat16 and makes every "
-           "matrix product bfloat16 operands with float32 results (mixed precision; on a CPU it "
-           "pays with avx512_bf16 or amx_bf16, and is emulated, slower, without: the command "
-           "says so; default: float32, the reference)", choices=("float32", "bfloat16")),
+    Option("dtype", "float32 or bfloat16: bfloat16 stores the weight matrices in bfloat16 and "
+           "makes every matrix product bfloat16 operands with float32 results (mixed precision: "
+           "the T5 families and TK; the word dual encoder, which multiplies no weight matrix, "
+           "refuses it; on a CPU it pays with avx512_bf16 or amx_bf16, and is emulated, slower, "
+           "without: the command says so; default: float32, the reference)",
+           choices=("float32", "bfloat16")),
     Option("precision", "float32 matrix products on a GPU or TPU: float32 (full float32), "
            "tensorfloat32 (TF32 on an NVIDIA GPU: faster, about 3 decimal digits) or bfloat16 "
            "(default: bfloat16 with --dtype bfloat16, else float32). Refused on a CPU, which "

@@ -141,7 +141,7 @@ def check_finite_scores(scores: np.ndarray, pairs: Sequence) -> None:
     pair = pairs[int(bad[0])]
     raise FloatingPointError(
         f"{bad.size} of {len(scores)} scores are not finite, e.g. query {pair.qid!r}, document "
-        f"{pair.docid!r}, window {pair.window}: {float(scores[bad[0]])!r}; the model's weights or "
+        f"{pair.docid!r}, window {pair.part}: {float(scores[bad[0]])!r}; the model's weights or "
         "inputs give NaN/Inf (check the checkpoint); nothing of this shard was written")
 
 

@@ -33,7 +33,7 @@ def shard_path(directory: str, index: int, count: int) -> str:
 def write_shard(path: str, pairs: Sequence[Pair], log_p: np.ndarray, p: np.ndarray) -> None:
   """Writes one shard's scores, `qid docid window log_p p` per line, and a last line `# sha256 HEX`
   of the lines before it, atomically."""
-  lines = [f"{pair.qid}\t{pair.docid}\t{pair.window}\t{lp!r}\t{pp!r}\n"
+  lines = [f"{pair.qid}\t{pair.docid}\t{pair.part}\t{lp!r}\t{pp!r}\n"
            for pair, lp, pp in zip(pairs, log_p.tolist(), p.tolist())]
   body = "".join(lines)
   with atomic_write(path) as f:
@@ -97,7 +97,7 @@ def rank_documents(rows: Iterable[tuple[Pair, float, float]], aggregation: str
   Queries keep the order in which they first appear in `rows`."""
   windows: dict[str, dict[str, dict[int, float]]] = {}
   for pair, log_p, _ in rows:
-    windows.setdefault(pair.qid, {}).setdefault(pair.docid, {})[pair.window] = log_p
+    windows.setdefault(pair.qid, {}).setdefault(pair.docid, {})[pair.part] = log_p
   run: Run = {}
   winners = {}
   for qid, docs in windows.items():
@@ -115,7 +115,7 @@ def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
   """A hash of everything that decides the shards' contents, to refuse resuming a different job."""
   h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
   for pair in pairs:
-    h.update(f"{pair.qid}\t{pair.docid}\t{pair.window}\n".encode())
+    h.update(f"{pair.qid}\t{pair.docid}\t{pair.part}\n".encode())
   for qid in dict.fromkeys(p.qid for p in pairs):
     h.update(f"{qid}\t{queries[qid]}\n".encode())
   for docid, texts in passages.items():
