@@ -39,6 +39,8 @@ def test_the_score_token_is_extra_id_10_and_the_input_has_no_eos():
 
   vocab = load_vocabulary()
   assert rankt5.score_token_id(vocab) == 32089  # 32,000 pieces + 100 extra ids - 1 - 10
+  domain = load_vocabulary("insuranceqa_en_8k")  # no extra ids: its <unk>, which text never yields
+  assert domain.extra_ids == 0 and rankt5.score_token_id(domain) == domain.piece_to_id("<unk>") == 2
   reranker = rankt5.RankT5(micro_config(), vocab, max_length=64)
   (ids,) = reranker.encode([QUERY], [DOCUMENTS[0]])
   assert ids == by_hand_ids(vocab, QUERY, DOCUMENTS[0]) and ids[-1] != EOS_ID

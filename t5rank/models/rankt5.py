@@ -42,6 +42,7 @@ from t5rank.models.vocab import Vocabulary
 
 MODEL_NAME = "rankt5"
 SCORE_TOKEN = "<extra_id_10>"  # google/rax examples/t5x/tasks.py: "an unused token"
+UNKNOWN_TOKEN = "<unk>"  # the score token of a vocabulary without extra ids (score_token_id)
 TEMPLATE = "Query: {query} Document: {document}"  # no `Relevant:`, no EOS (module docstring)
 
 
@@ -81,12 +82,15 @@ def encode_rankt5(vocab: Vocabulary, queries: Sequence[str], documents: Sequence
 
 
 def score_token_id(vocab: Vocabulary) -> int:
-  """The id of `<extra_id_10>`: 32089 in T5's vocabulary (32,000 pieces + 100 extra ids, counted
-  down from the top); ValueError for a vocabulary with fewer than 11 extra ids."""
-  if vocab.extra_ids <= 10:
-    raise ValueError(f"RankT5 scores with {SCORE_TOKEN}, but the vocabulary {vocab.path} has "
-                     f"{vocab.extra_ids} extra ids")
-  return vocab.piece_to_id(SCORE_TOKEN)
+  """The id of the token whose logit is the score: `<extra_id_10>`, 32089 in T5's vocabulary
+  (32,000 pieces + 100 extra ids, counted down from the top), as Google's checkpoints were
+  trained. A vocabulary without it (a domain vocabulary of a model trained from scratch, such as
+  insuranceqa_en_8k, which has no extra ids) scores with its unknown token `<unk>` instead, the
+  one piece that text its SentencePiece model covers never yields (0 of InsuranceQA's 3.4M
+  training ids)."""
+  if vocab.extra_ids > 10:
+    return vocab.piece_to_id(SCORE_TOKEN)
+  return vocab.piece_to_id(UNKNOWN_TOKEN)
 
 
 def rankt5_score(params, encoder_input_tokens: jax.Array, *, config: T5Config, score_id: int,
@@ -152,7 +156,8 @@ class RankT5(TokenIdsReranker):
 
   def describe(self) -> str:
     return (f"RankT5 encoder-decoder ({self.config.num_parameters / 1e6:.1f}M parameters, "
-            f"{self.config.dtype}, score = logit of {SCORE_TOKEN} ({self.score_id}), max_length "
+            f"{self.config.dtype}, score = logit of "
+            f"{self.vocab.id_to_piece(self.score_id)} ({self.score_id}), max_length "
             f"{self.max_length})")
 
   @classmethod

@@ -30,7 +30,7 @@ import numpy as np
 from t5rank.checkpoints import native
 from t5rank.models import rankt5, rankt5_encoder
 from t5rank.models.config import T5Config
-from t5rank.models.network import init_params
+from t5rank.models.network import init_params, term_matching_init
 from t5rank.models.t5_weights import load_checkpoint, save_checkpoint
 from t5rank.training.ranking_losses import RankingLoss, softmax_cross_entropy
 from t5rank.training.trainable import DatasetFn, Trainable
@@ -87,12 +87,14 @@ class Listwise(Trainable):
     del optimization
     _, vocab = _task_source(task_name)
     check_vocabulary(vocab, self.t5, task_name)
-    rankt5.score_token_id(vocab)  # the vocabulary has <extra_id_10>
     if init.checkpoint is not None and not native.is_native_checkpoint(init.checkpoint):
       check_init_vocabulary(init.checkpoint, vocab, task_name)
-    if init.term_matching_heads:
-      raise ValueError(f"term_matching_heads is monoT5's initialization; {self.model_name} does "
-                       "not take it")
+    if init.term_matching_heads and (init.checkpoint is not None
+                                     or self.model_name != rankt5.MODEL_NAME):
+      raise ValueError(f"term_matching_heads initializes a T5 network from random weights (monoT5, "
+                       f"RankT5 Encoder-Decoder); {self.model_name}"
+                       f"{' from a checkpoint' if init.checkpoint is not None else ''} does not "
+                       "take it")
     if loop.eval_fn is not None:
       raise ValueError(f"training-time evaluation scores a T5Config as monoT5, not as "
                        f"{self.model_name}: train without Loop.eval_fn and score MODEL_DIR/final "
@@ -158,7 +160,8 @@ class RankT5Listwise(Listwise):
 
   def check(self, task_name: str, init, optimization, loop) -> None:
     """`Listwise.check`; also fixes the score token's id by the task's vocabulary (<extra_id_10>:
-    32089 in T5's, whatever padding rows the embedding has past it)."""
+    32089 in T5's, whatever padding rows the embedding has past it; `<unk>` in a vocabulary
+    without extra ids: `rankt5.score_token_id`)."""
     super().check(task_name, init, optimization, loop)
     self.score_id = rankt5.score_token_id(_task_source(task_name)[1])
 
@@ -169,9 +172,16 @@ class RankT5Listwise(Listwise):
                                dropout_rng=dropout_rng)
 
   def init_params(self, rng: jax.Array, init) -> Any:
+    """A T5 checkpoint's parameters, or random ones (with monoT5's term-matching heads when
+    `init.term_matching_heads`: `t5rank.models.network.term_matching_init`)."""
     if init.checkpoint is not None:
       return load_checkpoint(init.checkpoint, config=self.config)[1]
-    return init_params(self.config, rng)
+    params = init_params(self.config, rng)
+    if init.term_matching_heads:
+      params = term_matching_init(params, self.config, jax.random.fold_in(rng, 1),
+                                  num_heads=init.term_matching_heads,
+                                  scale=init.term_matching_scale)
+    return params
 
   def param_axes(self) -> Any:
     from t5rank.models.network import param_axes
