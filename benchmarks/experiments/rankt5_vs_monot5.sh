@@ -1,0 +1,32 @@
+#!/bin/bash
+# RankT5 Encoder-Decoder (listwise softmax loss, gin/experiments/rankt5_insuranceqa_cpu.gin) against
+# monoT5 (pointwise, gin/experiments/tiny_insuranceqa_cpu.gin), both tiny, from random weights,
+# neither reading BM25 scores, the same steps and 32 inputs a step; seeds 0, 1, 2; each scored on
+# the first 1000 InsuranceQA test queries' BM25 top 100 and evaluated against their qrels.
+#   bash benchmarks/experiments/rankt5_vs_monot5.sh DEMO_WORKDIR OUT [STEPS]
+# DEMO_WORKDIR: a `t5rank demo` work directory (runs/insuranceqa_cascade: its data/, bm25.run,
+# qrels.txt). Prints `t5rank evaluate`'s table of the BM25 run and the six reranked runs.
+set -euo pipefail
+D=${1:?a t5rank demo work directory}; OUT=${2:?an output directory}; STEPS=${3:-4000}
+T5RANK=${T5RANK:-.venv/bin/t5rank}
+mkdir -p "$OUT"
+head -n 1000 "$D/data/queries.tsv" > "$OUT/queries.tsv"
+cut -f1 "$OUT/queries.tsv" > "$OUT/qids"
+awk 'NR==FNR{q[$1]=1; next} ($1 in q)' "$OUT/qids" "$D/qrels.txt" > "$OUT/qrels.txt"
+# each query's BM25 top 100 (the demo's bm25.run holds each query's whole pool, ranked)
+awk 'NR==FNR{q[$1]=1; next} ($1 in q) && $4 <= 100' "$OUT/qids" "$D/bm25.run" > "$OUT/bm25_top100.run"
+for seed in 0 1 2; do
+  "$T5RANK" train --gin_file=gin/experiments/rankt5_insuranceqa_cpu.gin \
+    --gin.MODEL_DIR="$OUT/rankt5_s$seed" --gin.TRAIN_STEPS=$STEPS \
+    --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed
+  "$T5RANK" train --gin_file=gin/experiments/tiny_insuranceqa_cpu.gin \
+    --gin.MODEL_DIR="$OUT/monot5_s$seed" --gin.TRAIN_STEPS=$STEPS \
+    --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed --gin.trainer.Loop.eval_fn=None
+  for model in rankt5 monot5; do
+    "$T5RANK" score --checkpoint "$OUT/${model}_s$seed/final" --queries "$OUT/queries.tsv" \
+      --corpus "$D/data/corpus.jsonl" --run "$OUT/bm25_top100.run" --window 0 \
+      -o "$OUT/${model}_s$seed.run"
+  done
+done
+"$T5RANK" evaluate --qrels "$OUT/qrels.txt" "$OUT/bm25_top100.run" "$OUT"/rankt5_s?.run \
+  "$OUT"/monot5_s?.run
