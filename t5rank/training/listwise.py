@@ -30,7 +30,6 @@ import numpy as np
 from t5rank.checkpoints import native
 from t5rank.models import rankt5, rankt5_encoder
 from t5rank.models.config import T5Config
-from t5rank.models.network import init_params, term_matching_init
 from t5rank.models.t5_weights import load_checkpoint, save_checkpoint
 from t5rank.training.ranking_losses import RankingLoss, softmax_cross_entropy
 from t5rank.training.trainable import DatasetFn, Trainable
@@ -172,16 +171,9 @@ class RankT5Listwise(Listwise):
                                dropout_rng=dropout_rng)
 
   def init_params(self, rng: jax.Array, init) -> Any:
-    """A T5 checkpoint's parameters, or random ones (with monoT5's term-matching heads when
-    `init.term_matching_heads`: `t5rank.models.network.term_matching_init`)."""
-    if init.checkpoint is not None:
-      return load_checkpoint(init.checkpoint, config=self.config)[1]
-    params = init_params(self.config, rng)
-    if init.term_matching_heads:
-      params = term_matching_init(params, self.config, jax.random.fold_in(rng, 1),
-                                  num_heads=init.term_matching_heads,
-                                  scale=init.term_matching_scale)
-    return params
+    from t5rank.training.seq2seq import init_t5_params
+
+    return init_t5_params(self.config, rng, init)
 
   def param_axes(self) -> Any:
     from t5rank.models.network import param_axes

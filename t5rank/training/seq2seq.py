@@ -112,6 +112,19 @@ def check_init_vocabulary(checkpoint: str, vocab: Vocabulary, task_name: str) ->
         "fine-tune on a task with the checkpoint's vocabulary")
 
 
+def init_t5_params(config: T5Config, rng: jax.Array, init) -> Any:
+  """A T5 network's first parameters: `init.checkpoint`'s, or random ones (with the term-matching
+  heads when `init.term_matching_heads`: `t5rank.models.network.term_matching_init`)."""
+  if init.checkpoint is not None:
+    return load_checkpoint(init.checkpoint, config=config)[1]
+  params = init_params(config, rng)
+  if init.term_matching_heads:
+    params = term_matching_init(params, config, jax.random.fold_in(rng, 1),
+                                num_heads=init.term_matching_heads,
+                                scale=init.term_matching_scale)
+  return params
+
+
 class Seq2Seq(Trainable):
   """T5's training on a SeqIO task: monoT5 (targets = the relevance word) or any other
   text-to-text task such as span-corruption pre-training."""
@@ -142,14 +155,7 @@ class Seq2Seq(Trainable):
                        f"with an init checkpoint {init.checkpoint!r} (set one of them)")
 
   def init_params(self, rng: jax.Array, init) -> Any:
-    if init.checkpoint is not None:
-      return load_checkpoint(init.checkpoint, config=self.config)[1]
-    params = init_params(self.config, rng)
-    if init.term_matching_heads:
-      params = term_matching_init(params, self.config, jax.random.fold_in(rng, 1),
-                                  num_heads=init.term_matching_heads,
-                                  scale=init.term_matching_scale)
-    return params
+    return init_t5_params(self.config, rng, init)
 
   def param_axes(self) -> Any:
     return param_axes(self.config)
