@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from t5rank.models.config import JsonConfig
+from t5rank.models.network import matmul
 from t5rank.models.vectors import unit_vectors
 from t5rank.models.words import UNK_ID
 
@@ -144,14 +145,7 @@ def cosine_matrix(query: jax.Array, doc: jax.Array, dtype: str = "float32") -> j
   """(B, m, n) cosines of every query and document vector, (4); a zero vector (padding) has cosine
   0 with everything, and a zero gradient (the norm is floored at 1e-13 before dividing). The
   product's operands in `dtype`, its result float32."""
-  return match_matrix("bme,bne->bmn", unit_vectors(query), unit_vectors(doc), dtype)
-
-
-def match_matrix(subscripts: str, terms: jax.Array, docs: jax.Array,
-                 dtype: str = "float32") -> jax.Array:
-  """`einsum(subscripts, terms, docs)` of unit vectors, operands in `dtype`, result float32."""
-  return jnp.einsum(subscripts, terms.astype(dtype), docs.astype(dtype),
-                    preferred_element_type=jnp.float32)
+  return matmul("bme,bne->bmn", unit_vectors(query), unit_vectors(doc), dtype)
 
 
 def mixed_dot_general(dtype: str):

@@ -27,8 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from t5rank.checkpoints.resolved import Checkpoint, resolve
+from t5rank.models.network import matmul
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
-from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, match_matrix, tk_param_axes
+from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
 from t5rank.models.vectors import unit_vectors
 from t5rank.models import registry
 from t5rank.models.words import UNK_ID, check_words, load_words
@@ -80,7 +81,7 @@ def _score_documents(state, doc_ids, row_doc, term_query, term_offset, term_pair
     row_mask = (doc_ids > UNK_ID)[row_doc]  # (Rg, n)
 
     def member(params, terms, docs):
-      match = match_matrix("rpe,rne->rpn", terms, docs[row_doc], dtype)  # (Rg, P, n)  (4)
+      match = matmul("rpe,rne->rpn", terms, docs[row_doc], dtype)  # (Rg, P, n)  (4)
       return network.apply({"params": params}, match, row_mask, term_pair, term_mask, pair_row,
                            method=TKNetwork.pool_packed)  # (Ng,)
 
