@@ -71,6 +71,22 @@ def test_pair_job_scores_ordered_pairs_and_ranks_by_sym_sum():
   assert PairJob.example_input("t", 2.0) == (("t", "t"), (2.0, 2.0))
 
 
+def test_a_reader_of_first_stage_scores_takes_its_candidates_in_the_first_stages_order():
+  # The stage before (say monoT5) ranked q1's candidates c, a, b; BM25 ranked them a, b, c. Its
+  # top 2 (c, a) are batched in BM25's order (a, c), as BM25's own run gives them, so a stage's
+  # scores are the same bits whichever stage passed it the candidates.
+  before = {"q1": [("c", 0.9), ("a", 0.5), ("b", 0.1)]}
+  options = ScoringOptions(window=0, depth=2)
+  job = plan_job(_BM25Toy(), QUERIES, CORPUS, before, options, first_stage_run=CANDIDATES)
+  assert [p.docid for p in job.pairs] == ["a", "c"]
+  assert job.first_stage == {("q1", "a"): 3.0, ("q1", "c"): 1.0}
+  assert job.rest == {"q1": [("b", 0.1)]}  # below the depth: the stage before's order
+  own = plan_job(_BM25Toy(), QUERIES, CORPUS, {"q1": [("a", 3.0), ("c", 1.0)]}, options)
+  assert own.pairs == job.pairs
+  # a reranker that reads no first-stage score takes them in the stage before's order
+  assert [p.docid for p in plan_job(_Toy(), QUERIES, CORPUS, before, options).pairs] == ["c", "a"]
+
+
 class _Toy(Reranker):
   """A reranker whose score of a passage is its length in characters."""
   name = "toy"
@@ -97,6 +113,14 @@ class _Toy(Reranker):
   @property
   def reads_first_stage(self):
     return False
+
+
+class _BM25Toy(_Toy):
+  """The toy, reading each candidate's first-stage score."""
+
+  @property
+  def reads_first_stage(self):
+    return True
 
 
 class FirstSentenceJob(PassageJob):

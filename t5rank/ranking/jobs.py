@@ -141,12 +141,18 @@ def plan_job(reranker: Reranker, queries: Mapping[str, str], corpus: Mapping[str
   kept for below. A reranker that reads each candidate's first-stage score reads it from
   `first_stage` when given (`top_first_stage_scores`, taken before), else from `first_stage_run`
   when given (the candidates are then another stage's ranking, e.g. duoT5 over monoT5's), else
-  from `candidates`."""
+  from `candidates`; it takes its top candidates in the first stage's order."""
   top, rest = split_at_depth(candidates, options.depth)
   if not reranker.reads_first_stage:
     first_stage = None
-  elif first_stage is None:
-    first_stage = top_first_stage_scores(top, first_stage_run)
+  else:
+    if first_stage is None:
+      first_stage = top_first_stage_scores(top, first_stage_run)
+    # Taken in the first stage's order (stable: ties keep the run's), as when the candidates are
+    # the first stage's own run: the stage before decides which candidates are scored, not the
+    # order they are batched in, so their scores are the same bits either way.
+    top = {qid: sorted(docs, key=lambda item, qid=qid: -first_stage[qid, item[0]])
+           for qid, docs in top.items()}
   job = job_class(reranker).plan(reranker, queries, corpus, top, options, first_stage)
   job.rest = rest if options.depth is not None else None
   return job
