@@ -286,10 +286,10 @@ def load(checkpoint: Union[str, Checkpoint], *, reranker: Optional[str] = None,
   if depth is not None and depth < 1:
     raise ValueError(f"depth must be a positive number, got {depth}")
   options = ScoringOptions(
-      aggregation=passages, window=window, stride=stride, language=language,
+      passages=passages, window=window, stride=stride, language=language,
       batch_tokens=batch_tokens, mesh_shape=tuple(mesh),
       precision=precision or ("bfloat16" if dtype == "bfloat16" else "float32"),
-      length_bucket=length_bucket, depth=depth, pair_aggregation=aggregate)
+      length_bucket=length_bucket, depth=depth, aggregate=aggregate)
   devices_logger = logging.getLogger("t5rank.ranking.devices")
   level = devices_logger.level
   devices_logger.setLevel(logging.ERROR)  # JAX may have started already (a notebook): fine

@@ -47,7 +47,7 @@ def test_passage_job_scores_windows_and_ranks_by_maxp():
 
 def test_pair_job_scores_ordered_pairs_and_ranks_by_sym_sum():
   job = PairJob.plan(_Toy(), QUERIES, CORPUS, {"q1": CANDIDATES["q1"]},
-                     ScoringOptions(pair_aggregation="sym-sum"), {("q1", "a"): 3.0,
+                     ScoringOptions(aggregate="sym-sum"), {("q1", "a"): 3.0,
                                                                   ("q1", "b"): 2.0,
                                                                   ("q1", "c"): 1.0})
   assert not job.independent

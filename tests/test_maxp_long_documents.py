@@ -24,7 +24,7 @@ import pytest
 from t5rank.ranking.passages import split_sentences
 from t5rank.data.readers import Document, read_run
 from t5rank.ranking.candidates import Pair, candidate_passages
-from t5rank.ranking.shards import rank_documents
+from t5rank.ranking.passages import rank_documents
 from test_scoring import MICRO, random_params
 
 NUM_QUERIES, DISTRACTORS = 3, 8

@@ -28,7 +28,7 @@ from t5rank.models.batching import batch_rows, bucket_batches, bucket_lengths
 from t5rank.ranking.prefetch import prefetch
 from t5rank.ranking.candidates import MissingIdsError, Pair, check_candidates
 from t5rank.ranking.scorer import score_candidates
-from t5rank.ranking.shards import rank_documents
+from t5rank.ranking.passages import rank_documents
 from t5rank.models.vocab import load_vocabulary, resolve_target_words
 from t5rank.testing import MICRO, random_params
 

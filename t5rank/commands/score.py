@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
     jax.distributed.initialize()
   try:  # bad options and input fail before the checkpoint is loaded
     options = ScoringOptions(
-        aggregation=args.passages, window=args.window, stride=args.stride, language=args.language,
+        passages=args.passages, window=args.window, stride=args.stride, language=args.language,
         batch_tokens=args.batch_tokens, shard_size=args.shard_size,
         skip_missing=args.skip_missing, tag=args.tag or ScoringOptions.tag, mesh_shape=args.mesh,
         precision=args.precision or ("bfloat16" if args.dtype == "bfloat16" else "float32"),
-        length_bucket=args.length_bucket, depth=args.depth, pair_aggregation=args.aggregate)
+        length_bucket=args.length_bucket, depth=args.depth, aggregate=args.aggregate)
     from t5rank.ranking.devices import precision_problem
 
     problem = precision_problem(args.precision, jax.devices()[0].platform)

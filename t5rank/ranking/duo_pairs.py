@@ -70,7 +70,7 @@ def pairwise_run(rows: Iterable[tuple[Pair, float, float]], top: Run, method: st
 
 class PairJob(ScoringJob):
   """Every ordered pair (d_i, d_j) of each query's candidates, whole documents, as one input each
-  (`ordered_pairs`); a candidate's score aggregates its pairs (`options.pair_aggregation`,
+  (`ordered_pairs`); a candidate's score aggregates its pairs (`options.aggregate`,
   `aggregate`). The per-passage lines are `qid d_i d_j log p(d_i > d_j) p`."""
 
   independent = False
@@ -104,7 +104,7 @@ class PairJob(ScoringJob):
             scores if self.first_stage is not None else None)
 
   def rank(self, rows):
-    return pairwise_run(rows, self.top, self.options.pair_aggregation)
+    return pairwise_run(rows, self.top, self.options.aggregate)
 
   def passage_lines(self, rows):
     for pair, log_p, p in rows:

@@ -23,9 +23,9 @@ from typing import Any, ClassVar, Iterable, Mapping, Optional, Sequence
 
 from t5rank.data.readers import Document, Run
 from t5rank.models.reranker import Reranker
-from t5rank.ranking import shards
 from t5rank.ranking.candidates import (Pair, append_below, candidate_passages, first_stage_scores,
                                        split_at_depth)
+from t5rank.ranking.passages import rank_documents
 
 Row = tuple[Pair, float, float]  # a scored input: (pair, score, P)
 
@@ -89,7 +89,7 @@ class ScoringJob(abc.ABC):
 class PassageJob(ScoringJob):
   """Each candidate's sentence windows scored on their own (`options.window`, `stride`,
   `language`; window 0: the whole document), a document's score aggregated over its windows
-  (`options.aggregation`, MaxP by default). The per-passage lines are `qid docid window score P
+  (`options.passages`, MaxP by default). The per-passage lines are `qid docid window score P
   best` (best: 1 for the window that decided the document's score)."""
 
   @classmethod
@@ -115,10 +115,10 @@ class PassageJob(ScoringJob):
     return [self.queries[p.qid] for p in chunk], texts, scores
 
   def rank(self, rows):
-    return shards.rank_documents(rows, self.options.aggregation)[0]
+    return rank_documents(rows, self.options.passages)[0]
 
   def passage_lines(self, rows):
-    _, winners = shards.rank_documents(rows, self.options.aggregation)
+    _, winners = rank_documents(rows, self.options.passages)
     for pair, score, p in rows:
       best = int(winners[pair.qid, pair.docid] == pair.part)
       yield f"{pair.qid}\t{pair.docid}\t{pair.part}\t{score!r}\t{p!r}\t{best}\n"

@@ -1,4 +1,5 @@
-"""Long documents as windows of sentences, and the aggregation of window scores into a document score.
+"""Long documents as windows of sentences, and the aggregation of window scores into a document score
+(`aggregate`; `rank_documents` ranks each query's documents so, from the scorer's rows).
 
 The MaxP recipe of the monoT5 paper for Robust04 (after Dai and Callan 2019, as pygaggle runs it):
 split a document into sentences, take windows of `window` sentences every `stride` sentences, stop
@@ -12,11 +13,11 @@ the document text (no separator is invented between sentences); a title is put i
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from t5rank.data.readers import Document, document_text
+from t5rank.data.readers import Document, Run, document_text
 
 DOCUMENT_WINDOW, DOCUMENT_STRIDE = 10, 5  # the paper's values for document collections
 AGGREGATIONS = ("maxp", "firstp", "sump", "meanp")
@@ -76,3 +77,24 @@ def aggregate(window_scores: Sequence[float], method: str = "maxp") -> tuple[flo
   if method == "sump":
     return float(scores.sum()), best
   return float(scores.mean()), best
+
+
+def rank_documents(rows: Iterable[tuple], aggregation: str
+                   ) -> tuple[Run, dict[tuple[str, str], int]]:
+  """(run, winners) from the scored rows, (`t5rank.ranking.candidates.Pair`, log P, P) each: each
+  query's documents scored by `aggregate` over their windows' log P and
+  sorted by score descending, then docid ascending; winners maps (qid, docid) to the winning window.
+  Queries keep the order in which they first appear in `rows`."""
+  windows: dict[str, dict[str, dict[int, float]]] = {}
+  for pair, log_p, _ in rows:
+    windows.setdefault(pair.qid, {}).setdefault(pair.docid, {})[pair.part] = log_p
+  run: Run = {}
+  winners = {}
+  for qid, docs in windows.items():
+    scored = []
+    for docid, by_window in docs.items():
+      score, best = aggregate([by_window[w] for w in sorted(by_window)], aggregation)
+      scored.append((docid, score))
+      winners[qid, docid] = best
+    run[qid] = sorted(scored, key=lambda item: (-item[1], item[0]))
+  return run, winners

@@ -42,7 +42,6 @@ from t5rank.ranking import shards
 from t5rank.ranking.prefetch import prefetch
 from t5rank.ranking.candidates import check_candidates, split_at_depth
 from t5rank.ranking.jobs import plan_job, top_first_stage_scores
-from t5rank.ranking.duo_pairs import AGGREGATIONS as PAIR_AGGREGATIONS
 from t5rank.ranking.devices import default_batch_tokens, place_params, scoring_mesh
 from t5rank.ranking.passages import DOCUMENT_STRIDE, DOCUMENT_WINDOW
 
@@ -52,7 +51,8 @@ logger = logging.getLogger(__name__)
 # The precision of matrix products (JAX's `default_matmul_precision`): float32 products are full
 # float32 on every backend (a GPU would otherwise compute them in TF32); tensorfloat32 and bfloat16
 # trade exactness for speed where the hardware has them (on a CPU all three are float32 products).
-from t5rank.ranking.options import PRECISIONS  # noqa: E402  (declared with the options)
+from t5rank.ranking import options as declared  # noqa: E402  (declared with the options)
+from t5rank.ranking.options import PRECISIONS  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,9 +62,11 @@ class ScoringOptions:
   `mesh_shape` the (data, model) mesh over this host's devices, (-1, 1) = all on data;
   `precision` that of matrix products (`PRECISIONS`); `length_bucket` the multiple lengths are
   padded to (None: the reranker's own); `depth` how many of each query's best candidates are
-  reranked (None: all; the rest stay below, in the run's order); `pair_aggregation` how a pairwise
-  reranker's pairs make a candidate's score (`t5rank.ranking.duo_pairs.AGGREGATIONS`)."""
-  aggregation: str = "maxp"
+  reranked (None: all; the rest stay below, in the run's order). How a candidate's scored inputs
+  make its score is its job's (`t5rank.ranking.jobs`): `passages` for a job of sentence windows
+  (`PassageJob`, MaxP by default), `aggregate` for duoT5's ordered pairs (`PairJob`, sym-sum).
+  Each field is the option of that name in `t5rank.ranking.options`, and checked there."""
+  passages: str = "maxp"
   window: int = DOCUMENT_WINDOW
   stride: int = DOCUMENT_STRIDE
   language: str = "en"
@@ -76,7 +78,7 @@ class ScoringOptions:
   precision: str = "float32"
   length_bucket: Optional[int] = None
   depth: Optional[int] = None
-  pair_aggregation: str = "sym-sum"
+  aggregate: str = "sym-sum"
 
   def __post_init__(self):
     if self.shard_size < 1:
@@ -89,9 +91,8 @@ class ScoringOptions:
       raise ValueError(f"window must be >= 0 and stride >= 1, got {self.window}, {self.stride}")
     if self.depth is not None and self.depth < 1:
       raise ValueError(f"depth must be a positive number of candidates, got {self.depth}")
-    if self.pair_aggregation not in PAIR_AGGREGATIONS:
-      raise ValueError(f"unknown pair aggregation {self.pair_aggregation!r}; choose one of "
-                       f"{PAIR_AGGREGATIONS}")
+    for name in ("passages", "aggregate"):
+      declared.check(name, getattr(self, name))
     if self.length_bucket is not None and self.length_bucket < 1:
       raise ValueError(f"length_bucket must be positive, got {self.length_bucket}")
     if self.precision not in PRECISIONS:
@@ -160,7 +161,7 @@ def params_fingerprint(params) -> str:
 
 # options that make the run from the scores, not the scores themselves; and those that change
 # neither (the run's tag, the devices the scores are computed on)
-RUN_OPTIONS = ("aggregation", "pair_aggregation", "skip_missing")
+RUN_OPTIONS = ("passages", "aggregate", "skip_missing")
 NEUTRAL_OPTIONS = ("tag", "mesh_shape")
 
 

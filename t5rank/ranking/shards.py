@@ -3,8 +3,8 @@
     OUT.shards/manifest.json           fingerprint of the job, number of shards and of pairs
     OUT.shards/shard-00003-of-00012.tsv  `qid docid window score p` per pair and a sha256 line,
                                        written atomically; checked before it is trusted
-A rerun with the same fingerprint scores only the missing shards; when all exist, `rank_documents`
-aggregates each document's windows and sorts each query's documents.
+A rerun with the same fingerprint scores only the missing shards; when all exist, the job ranks
+each query's candidates from the rows (`t5rank.ranking.jobs`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import numpy as np
 from t5rank.data.readers import Run
 from t5rank.files import atomic_write
 from t5rank.ranking.candidates import Pair
-from t5rank.ranking.passages import aggregate
 from t5rank.reuse import OtherJobError, changed, resume_directory
 
 MANIFEST_FILE = "manifest.json"
@@ -88,26 +87,6 @@ def check_shard(path: str, pairs: Sequence[Pair]) -> bool:
     return False
   read_shard(path, pairs)
   return True
-
-
-def rank_documents(rows: Iterable[tuple[Pair, float, float]], aggregation: str
-                   ) -> tuple[Run, dict[tuple[str, str], int]]:
-  """(run, winners): each query's documents scored by `aggregate` over their windows' log P and
-  sorted by score descending, then docid ascending; winners maps (qid, docid) to the winning window.
-  Queries keep the order in which they first appear in `rows`."""
-  windows: dict[str, dict[str, dict[int, float]]] = {}
-  for pair, log_p, _ in rows:
-    windows.setdefault(pair.qid, {}).setdefault(pair.docid, {})[pair.part] = log_p
-  run: Run = {}
-  winners = {}
-  for qid, docs in windows.items():
-    scored = []
-    for docid, by_window in docs.items():
-      score, best = aggregate([by_window[w] for w in sorted(by_window)], aggregation)
-      scored.append((docid, score))
-      winners[qid, docid] = best
-    run[qid] = sorted(scored, key=lambda item: (-item[1], item[0]))
-  return run, winners
 
 
 def fingerprint(pairs: Sequence[Pair], queries: Mapping[str, str],
