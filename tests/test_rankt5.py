@@ -130,6 +130,60 @@ def test_monot5_options_are_refused(rankt5_checkpoint):
   assert t5rank.load(rankt5_checkpoint[0], truncation="document").reranker.name == "rankt5"
 
 
+@pytest.mark.parametrize("family", ["rankt5", "rankt5_encoder"])
+def test_a_model_trained_with_bm25_in_its_input_reads_the_runs_scores(tmp_path, family):
+  """`Query: q BM25: 12 Document: d` (as monoT5's, `t5rank.data.bm25_input`), written by the
+  listwise trainer's export for a `_bm25_` task and read from its metadata by `t5rank.load` and
+  `t5rank score`, which takes each candidate's score from the run."""
+  import t5rank
+  from t5rank.data.readers import read_run
+  from t5rank.models import rankt5, rankt5_encoder
+  from t5rank.training.listwise import RankT5EncoderListwise, RankT5Listwise
+
+  vocab = load_vocabulary("insuranceqa_en_8k")
+  config = micro_config().replace(vocab_size=8000)
+  lengths = {"inputs": 48, "list_size": 4}
+  path = str(tmp_path / "model")
+  if family == "rankt5":
+    trainable, params = RankT5Listwise(config), random_params(config, seed=5)
+  else:
+    encoder = rankt5_encoder.RankT5EncoderConfig(t5=config)
+    trainable = RankT5EncoderListwise(encoder)
+    params = rankt5_encoder.init_params(encoder, __import__("jax").random.PRNGKey(5))
+  trainable.export(path, params, {"task_name": "insuranceqa_en_8k_pseudo_bm25_monot5_true_false",
+                                  "feature_lengths": lengths})
+  ranker = t5rank.load(path)
+  assert ranker.family == family and ranker.reranker.reads_first_stage
+  assert "BM25 score in the input" in ranker.reranker.describe()
+  # by hand: the score's words between the query and the document, 12.4 rounded to 12
+  ids = (vocab.encode("Query:") + vocab.encode(QUERY) + vocab.encode("BM25: 12")
+         + vocab.encode("Document:") + vocab.encode(DOCUMENTS[0]))
+  assert ranker.reranker.encode([QUERY], [DOCUMENTS[0]], [12.4]) == [ids]
+  with pytest.raises(ValueError, match="reads each candidate's first-stage"):
+    ranker.reranker.encode([QUERY], [DOCUMENTS[0]])
+  assert not t5rank.load(path, bm25_in_input=False).reranker.reads_first_stage
+  # t5rank score takes the run's scores: each document scored as the network scores its input
+  (tmp_path / "q.tsv").write_text(f"q1\t{QUERY}\n")
+  (tmp_path / "c.tsv").write_text("".join(f"d{i}\t{t}\n" for i, t in enumerate(DOCUMENTS)))
+  bm25 = [14.0, 9.2, 3.6]
+  (tmp_path / "r.run").write_text("".join(f"q1 Q0 d{i} {i + 1} {s} bm25\n"
+                                          for i, s in enumerate(bm25)))
+  from t5rank import cli
+  assert cli.main(["score", "--checkpoint", path, "--queries", str(tmp_path / "q.tsv"),
+                   "--corpus", str(tmp_path / "c.tsv"), "--run", str(tmp_path / "r.run"),
+                   "--window", "0", "-o", str(tmp_path / "out.run")]) == 0
+  got = dict(read_run(str(tmp_path / "out.run"))["q1"])
+  for i, (document, score) in enumerate(zip(DOCUMENTS, bm25)):
+    (ids,) = rankt5.encode_rankt5(vocab, [QUERY], [document], 48, [score])
+    assert vocab.encode(f"BM25: {round(score)}")[0] in ids
+    expected = ranker.reranker.score_batch(params, (np.asarray([ids], np.int32),))[0]
+    np.testing.assert_allclose(got[f"d{i}"], float(expected[0]), rtol=1e-5, atol=1e-5)
+  if family == "rankt5":  # that is the network's logit of the score token
+    (ids,) = rankt5.encode_rankt5(vocab, [QUERY], [DOCUMENTS[1]], 48, [bm25[1]])
+    np.testing.assert_allclose(got["d1"], network_logit(config, params, ids, 2), rtol=1e-4,
+                               atol=1e-4)
+
+
 def test_the_encoder_only_score_is_a_dense_layer_on_the_first_position(tmp_path):
   import t5rank
   from t5rank.checkpoints import native

@@ -21,23 +21,41 @@ def test_a_list_is_the_positive_and_distinct_negatives_of_its_pool():
   from t5rank.data.ranking_lists import list_batches, ranking_list
 
   for position in range(4):
-    query, documents = ranking_list(table, position, list_size=3, seed=0)
+    query, documents, scores = ranking_list(table, position, list_size=3, seed=0)
+    assert scores is None  # a table without first-stage scores
     if query == "q0":
       assert documents[0] == "doc0" and len(set(documents[1:])) == 2
       assert set(documents[1:]) <= {"doc2", "doc3", "doc4"}
     else:  # a pool of one: a list of two, the rest padding
       assert documents == ["doc1", "doc5"]
-  batch = next(list_batches(table, lambda q, d: [[len(t)] for t in d], batch_size=2, list_size=3,
+  batch = next(list_batches(table, lambda q, d, s: [[len(t)] for t in d], batch_size=2, list_size=3,
                             input_length=4, seed=0))
   assert batch["encoder_input_tokens"].shape == (2, 3, 4)
   np.testing.assert_array_equal(batch["labels"], [[1, 0, 0], [1, 0, 0]])
   assert sorted(batch["mask"].sum(axis=1).tolist()) == [2, 3]
-  resumed = next(list_batches(table, lambda q, d: [[len(t)] for t in d], batch_size=2,
+  resumed = next(list_batches(table, lambda q, d, s: [[len(t)] for t in d], batch_size=2,
                               list_size=3, input_length=4, seed=0, start_step=1))
-  second = list_batches(table, lambda q, d: [[len(t)] for t in d], batch_size=2, list_size=3,
+  second = list_batches(table, lambda q, d, s: [[len(t)] for t in d], batch_size=2, list_size=3,
                         input_length=4, seed=0)
   next(second)
   np.testing.assert_array_equal(next(second)["mask"], resumed["mask"])
+
+
+def test_a_scored_tables_lists_carry_each_documents_first_stage_score():
+  from t5rank.data.ranking_lists import list_batches, ranking_list
+  from t5rank.data.sources import TripleTable
+
+  plain = pooled_table(["q0"], [f"doc{i}" for i in range(4)], [(0, 0)], [[1, 2, 3]], [0])
+  # doc0 (the positive) 9.5; the pool's doc1, doc2, doc3: 7, 3, 1
+  table = TripleTable(**{**plain.__dict__, "positive_scores": np.array([9.5]),
+                         "pool_scores": np.array([7.0, 3.0, 1.0])})
+  query, documents, scores = ranking_list(table, 0, list_size=3, seed=0)
+  by_doc = {"doc0": 9.5, "doc1": 7.0, "doc2": 3.0, "doc3": 1.0}
+  assert documents[0] == "doc0" and scores == [by_doc[d] for d in documents]
+  seen = []
+  next(list_batches(table, lambda q, d, s: seen.append(s) or [[1]] * len(d), batch_size=1,
+                    list_size=3, input_length=2, seed=0))
+  assert seen == [scores]
 
 
 def write_files(root):

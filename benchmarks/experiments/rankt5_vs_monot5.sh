@@ -1,13 +1,21 @@
 #!/bin/bash
-# RankT5 Encoder-Decoder (listwise softmax loss, gin/experiments/rankt5_insuranceqa_cpu.gin) against
-# monoT5 (pointwise, gin/experiments/tiny_insuranceqa_cpu.gin), both tiny, from random weights,
-# neither reading BM25 scores, the same steps and 32 inputs a step; seeds 0, 1, 2; each scored on
-# the first 1000 InsuranceQA test queries' BM25 top 100 and evaluated against their qrels.
-#   bash benchmarks/experiments/rankt5_vs_monot5.sh DEMO_WORKDIR OUT [STEPS]
+# RankT5 Encoder-Decoder (listwise softmax loss) against monoT5 (pointwise), both tiny, from random
+# weights, the same steps and 32 inputs a step; seeds 0, 1, 2; each scored on the first 1000
+# InsuranceQA test queries' BM25 top 100 and evaluated against their qrels.
+#   bash benchmarks/experiments/rankt5_vs_monot5.sh DEMO_WORKDIR OUT [STEPS] [SETTING]
+# SETTING plain (default): neither reads the BM25 score (gin/experiments/rankt5_insuranceqa_cpu.gin
+# against tiny_insuranceqa_cpu.gin); bm25: both read it in their input, the demo's setting
+# (rankt5_insuranceqa_bm25_cpu.gin against tiny_insuranceqa_bm25_cpu.gin, the demo's monoT5 recipe).
 # DEMO_WORKDIR: a `t5rank demo` work directory (runs/insuranceqa_cascade: its data/, bm25.run,
-# qrels.txt). Prints `t5rank evaluate`'s table of the BM25 run and the six reranked runs.
+# qrels.txt). Prints `t5rank evaluate`'s table of the BM25 run and the six reranked runs; each
+# step's seconds go to OUT/done.txt.
 set -euo pipefail
 D=${1:?a t5rank demo work directory}; OUT=${2:?an output directory}; STEPS=${3:-4000}
+case "${4:-plain}" in
+  plain) RANKT5=rankt5_insuranceqa_cpu.gin; MONOT5=tiny_insuranceqa_cpu.gin ;;
+  bm25) RANKT5=rankt5_insuranceqa_bm25_cpu.gin; MONOT5=tiny_insuranceqa_bm25_cpu.gin ;;
+  *) echo "SETTING is plain or bm25, got $4" >&2; exit 2 ;;
+esac
 T5RANK=${T5RANK:-.venv/bin/t5rank}
 mkdir -p "$OUT"
 head -n 1000 "$D/data/queries.tsv" > "$OUT/queries.tsv"
@@ -15,17 +23,22 @@ cut -f1 "$OUT/queries.tsv" > "$OUT/qids"
 awk 'NR==FNR{q[$1]=1; next} ($1 in q)' "$OUT/qids" "$D/qrels.txt" > "$OUT/qrels.txt"
 # each query's BM25 top 100 (the demo's bm25.run holds each query's whole pool, ranked)
 awk 'NR==FNR{q[$1]=1; next} ($1 in q) && $4 <= 100' "$OUT/qids" "$D/bm25.run" > "$OUT/bm25_top100.run"
+timed() {  # timed NAME COMMAND...: runs it, its output to OUT/NAME.log, its seconds to done.txt
+  local name=$1 start=$SECONDS; shift
+  "$@" > "$OUT/$name.log" 2>&1
+  echo "$name $((SECONDS - start)) s" >> "$OUT/done.txt"
+}
 for seed in 0 1 2; do
-  "$T5RANK" train --gin_file=gin/experiments/rankt5_insuranceqa_cpu.gin \
+  timed "rankt5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$RANKT5" \
     --gin.MODEL_DIR="$OUT/rankt5_s$seed" --gin.TRAIN_STEPS=$STEPS \
     --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed
-  "$T5RANK" train --gin_file=gin/experiments/tiny_insuranceqa_cpu.gin \
+  timed "monot5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$MONOT5" \
     --gin.MODEL_DIR="$OUT/monot5_s$seed" --gin.TRAIN_STEPS=$STEPS \
     --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed --gin.trainer.Loop.eval_fn=None
   for model in rankt5 monot5; do
-    "$T5RANK" score --checkpoint "$OUT/${model}_s$seed/final" --queries "$OUT/queries.tsv" \
-      --corpus "$D/data/corpus.jsonl" --run "$OUT/bm25_top100.run" --window 0 \
-      -o "$OUT/${model}_s$seed.run"
+    timed "${model}_s$seed.score" "$T5RANK" score --checkpoint "$OUT/${model}_s$seed/final" \
+      --queries "$OUT/queries.tsv" --corpus "$D/data/corpus.jsonl" \
+      --run "$OUT/bm25_top100.run" --window 0 -o "$OUT/${model}_s$seed.run"
   done
 done
 "$T5RANK" evaluate --qrels "$OUT/qrels.txt" "$OUT/bm25_top100.run" "$OUT"/rankt5_s?.run \

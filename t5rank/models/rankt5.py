@@ -2,6 +2,8 @@
 "RankT5: Fine-Tuning T5 for Text Ranking with Ranking Losses", section 3.2).
 
     "Query: q Document: d" (no `Relevant:`, no EOS) -> T5 encoder
+    (a model trained with the first-stage score in its input, `bm25_in_input`: "Query: q BM25: 12
+     Document: d", as monoT5's, `t5rank.data.bm25_input`)
       -> decoder([0]), ONE step -> the logit of the unused token <extra_id_10> (id 32089 in T5's
          vocabulary) = the score s (a real number; no softmax over target words)
 
@@ -35,7 +37,7 @@ import jax.numpy as jnp
 from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models import registry
 from t5rank.models.config import T5Config
-from t5rank.models.inputs import DEFAULT_MAX_LENGTH
+from t5rank.models.inputs import DEFAULT_MAX_LENGTH, ScoreIds
 from t5rank.models.network import T5
 from t5rank.models.monot5 import TokenIdsReranker, load_t5
 from t5rank.models.vocab import Vocabulary
@@ -55,30 +57,36 @@ class RankT5Marks:
 
 
 def rankt5_input(query_ids: Sequence[int], document_ids: Sequence[int], marks: RankT5Marks,
-                 max_length: int) -> list[int]:
-  """Ids of `Query: q Document: d`, at most `max_length` long, without EOS: the document is cut
-  first, a query too long to leave room for the template is cut at its end."""
-  fixed = len(marks.query) + len(marks.document)
+                 max_length: int, score_ids: Sequence[int] = ()) -> list[int]:
+  """Ids of `Query: q Document: d` (with `score_ids`, the ids of `t5rank.models.inputs.score_text`:
+  `Query: q BM25: 12 Document: d`), at most `max_length` long, without EOS: the document is cut
+  first, a query too long to leave room for the template is cut at its end, the score never."""
+  fixed = len(marks.query) + len(score_ids) + len(marks.document)
   if fixed >= max_length:
     raise ValueError(f"max_length {max_length} cannot hold the template and any text ({fixed} "
                      "tokens: Query: Document:)")
   query_ids = list(query_ids)[:max_length - fixed]
   room = max_length - fixed - len(query_ids)
-  return marks.query + query_ids + marks.document + list(document_ids)[:room]
+  return marks.query + query_ids + list(score_ids) + marks.document + list(document_ids)[:room]
 
 
 def encode_rankt5(vocab: Vocabulary, queries: Sequence[str], documents: Sequence[str],
-                  max_length: int) -> list[list[int]]:
-  """`rankt5_input` of every (query, document) pair, each distinct text tokenized once."""
+                  max_length: int, scores: Optional[Sequence[float]] = None) -> list[list[int]]:
+  """`rankt5_input` of every (query, document) pair, each distinct text tokenized once; with
+  `scores`, each pair's first-stage score is written into its input."""
   if len(queries) != len(documents):
     raise ValueError(f"{len(queries)} queries but {len(documents)} documents")
+  if scores is not None and len(scores) != len(queries):
+    raise ValueError(f"{len(queries)} pairs but {len(scores)} scores")
   marks = RankT5Marks(vocab)
   distinct_queries = list(dict.fromkeys(queries))
   query_ids = dict(zip(distinct_queries, vocab.encode_batch(distinct_queries)))
   distinct_documents = list(dict.fromkeys(documents))
   document_ids = dict(zip(distinct_documents, vocab.encode_batch(distinct_documents)))
-  return [rankt5_input(query_ids[q], document_ids[d], marks, max_length)
-          for q, d in zip(queries, documents)]
+  score_ids = ScoreIds(vocab)
+  return [rankt5_input(query_ids[q], document_ids[d], marks, max_length,
+                       score_ids(scores[i]) if scores is not None else ())
+          for i, (q, d) in enumerate(zip(queries, documents))]
 
 
 def score_token_id(vocab: Vocabulary) -> int:
@@ -120,13 +128,14 @@ def score_step(params, encoder_input_tokens: jax.Array, *, config: T5Config,
 
 
 class RankT5(TokenIdsReranker):
-  """RankT5 Encoder-Decoder as a `Reranker`: `Query: q Document: d` cut to `max_length` ids,
-  scored by `score_step`."""
+  """RankT5 Encoder-Decoder as a `Reranker`: `Query: q Document: d` (with `bm25_in_input`, `Query:
+  q BM25: 12 Document: d`) cut to `max_length` ids, scored by `score_step`."""
 
   name = MODEL_NAME
   log_probability = False  # a logit, any real number
 
-  def __init__(self, config: T5Config, vocab: Vocabulary, *, max_length: int = DEFAULT_MAX_LENGTH):
+  def __init__(self, config: T5Config, vocab: Vocabulary, *, max_length: int = DEFAULT_MAX_LENGTH,
+               bm25_in_input: bool = False):
     if vocab.vocab_size > config.vocab_size:
       raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model only "
                        f"{config.vocab_size} embedding rows; give the vocabulary it was trained "
@@ -136,15 +145,19 @@ class RankT5(TokenIdsReranker):
     self.vocab = vocab
     self.score_id = score_token_id(vocab)
     self.max_length = max_length
+    self.bm25_in_input = bm25_in_input
 
   @property
   def reads_first_stage(self) -> bool:
-    return False
+    return self.bm25_in_input
 
   def encode(self, queries: Sequence[str], passages: Sequence[str],
              first_stage: Optional[Sequence[float]] = None) -> list[list[int]]:
-    del first_stage  # RankT5 reads only the texts
-    return encode_rankt5(self.vocab, queries, passages, self.max_length)
+    if self.bm25_in_input and (first_stage is None or len(first_stage) != len(queries)):
+      raise ValueError(f"this {self.name} model reads each candidate's first-stage (BM25) score "
+                       "in its input: give one per pair")
+    return encode_rankt5(self.vocab, queries, passages, self.max_length,
+                         first_stage if self.bm25_in_input else None)
 
   def score_batch(self, params, arrays):
     (tokens,) = arrays
@@ -152,22 +165,23 @@ class RankT5(TokenIdsReranker):
 
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.config.to_json()),
-            "vocab": self.vocab.sha256, "score_id": self.score_id, "max_length": self.max_length}
+            "vocab": self.vocab.sha256, "score_id": self.score_id, "max_length": self.max_length,
+            **({"bm25_in_input": True} if self.bm25_in_input else {})}
 
   def describe(self) -> str:
     return (f"RankT5 encoder-decoder ({self.config.num_parameters / 1e6:.1f}M parameters, "
             f"{self.config.dtype}, score = logit of "
             f"{self.vocab.id_to_piece(self.score_id)} ({self.score_id}), max_length "
-            f"{self.max_length})")
+            f"{self.max_length}{', BM25 score in the input' if self.bm25_in_input else ''})")
 
   @classmethod
   def for_evaluation(cls, config: T5Config, *, vocab: Vocabulary, max_length: int,
-                     **_) -> "RankT5":
-    """RankT5 as training-time evaluation scores it (target words and BM25 do not apply)."""
-    return cls(config, vocab, max_length=max_length)
+                     bm25_in_input: bool = False, **_) -> "RankT5":
+    """RankT5 as training-time evaluation scores it (target words do not apply)."""
+    return cls(config, vocab, max_length=max_length, bm25_in_input=bm25_in_input)
 
 
-def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets, bm25_in_input,
+def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets,
                           truncation: Optional[str] = None) -> None:
   """ValueError for monoT5's options, which a RankT5 model does not have."""
   if truncation not in (None, "document"):
@@ -177,8 +191,12 @@ def refuse_monot5_options(checkpoint: Checkpoint, family: str, targets, bm25_in_
   if targets is not None:
     raise ValueError(f"{checkpoint.path} is a {family} model: its score is the logit of "
                      f"{SCORE_TOKEN}, it has no target words (--targets is for monoT5)")
-  if bm25_in_input:
-    raise ValueError(f"{checkpoint.path} is a {family} model, which reads no BM25 score")
+
+
+def reads_bm25(checkpoint: Checkpoint, bm25_in_input: Optional[bool]) -> bool:
+  """Whether a RankT5 model reads each candidate's BM25 score in its input: as given, else as its
+  metadata says."""
+  return bool(checkpoint.bm25_in_input) if bm25_in_input is None else bm25_in_input
 
 
 def load_rankt5(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
@@ -188,13 +206,16 @@ def load_rankt5(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
   """(RankT5, parameters) of a T5 checkpoint in any format (`config_name` for those without a
   config: t5x, Mesh TF; Google's RankT5 checkpoints are T5 1.0's architecture, `t5_base`,
   `t5_large`, `t5_3B`), with the vocabulary it carries (T5's when it names none) and `max_length`
-  as given, else as stored, else 512. `dtype` casts parameters and activations."""
-  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input, truncation)
+  as given, else as stored, else 512, and the BM25 score in its input as given, else as its
+  metadata says (`bm25_in_input`: a model trained so), else not. `dtype` casts parameters and
+  activations."""
+  refuse_monot5_options(checkpoint, MODEL_NAME, targets, truncation)
   config, params, vocabulary = load_t5(checkpoint, config_name=config_name, dtype=dtype,
                                        vocab=vocab)
   try:
     reranker = RankT5(config, vocabulary,
-                      max_length=max_length or checkpoint.max_length or DEFAULT_MAX_LENGTH)
+                      max_length=max_length or checkpoint.max_length or DEFAULT_MAX_LENGTH,
+                      bm25_in_input=reads_bm25(checkpoint, bm25_in_input))
   except ValueError as e:
     raise ValueError(f"{checkpoint.path}: {e}") from None
   return reranker, params

@@ -28,7 +28,8 @@ from t5rank.checkpoints.resolved import Checkpoint
 from t5rank.models import classifier, registry
 from t5rank.models.config import T5Config
 from t5rank.models.network import init_params as t5_init
-from t5rank.models.rankt5 import RankT5, RankT5Marks, rankt5_input, refuse_monot5_options
+from t5rank.models.rankt5 import (RankT5, RankT5Marks, rankt5_input, reads_bm25,
+                                  refuse_monot5_options)
 from t5rank.models.vocab import Vocabulary
 
 MODEL_NAME = "rankt5_encoder"
@@ -80,7 +81,8 @@ class RankT5Encoder(RankT5):
 
   name = MODEL_NAME
 
-  def __init__(self, config: RankT5EncoderConfig, vocab: Vocabulary, *, max_length: int = 512):
+  def __init__(self, config: RankT5EncoderConfig, vocab: Vocabulary, *, max_length: int = 512,
+               bm25_in_input: bool = False):
     if vocab.vocab_size > config.t5.vocab_size:
       raise ValueError(f"vocabulary {vocab.path} has {vocab.vocab_size} ids but the model only "
                        f"{config.t5.vocab_size} embedding rows")
@@ -89,6 +91,7 @@ class RankT5Encoder(RankT5):
     self.config = config.t5
     self.vocab = vocab
     self.max_length = max_length
+    self.bm25_in_input = bm25_in_input
 
   def score_batch(self, params, arrays):
     (tokens,) = arrays
@@ -99,16 +102,18 @@ class RankT5Encoder(RankT5):
 
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.encoder_config.to_json()),
-            "vocab": self.vocab.sha256, "max_length": self.max_length}
+            "vocab": self.vocab.sha256, "max_length": self.max_length,
+            **({"bm25_in_input": True} if self.bm25_in_input else {})}
 
   def describe(self) -> str:
     return (f"RankT5 encoder-only ({self.encoder_config.num_parameters / 1e6:.1f}M parameters, "
-            f"{self.config.dtype}, max_length {self.max_length})")
+            f"{self.config.dtype}, max_length {self.max_length}"
+            f"{', BM25 score in the input' if self.bm25_in_input else ''})")
 
   @classmethod
   def for_evaluation(cls, config: RankT5EncoderConfig, *, vocab: Vocabulary, max_length: int,
-                     **_) -> "RankT5Encoder":
-    return cls(config, vocab, max_length=max_length)
+                     bm25_in_input: bool = False, **_) -> "RankT5Encoder":
+    return cls(config, vocab, max_length=max_length, bm25_in_input=bm25_in_input)
 
 
 def load_rankt5_encoder(checkpoint: Checkpoint, *, config_name: Optional[str] = None,
@@ -125,7 +130,7 @@ def load_rankt5_encoder(checkpoint: Checkpoint, *, config_name: Optional[str] = 
   if config_name is not None:
     raise ValueError(f"{checkpoint.path} is a t5rank {MODEL_NAME} checkpoint with its own "
                      "config.json; --config is for checkpoints without one")
-  refuse_monot5_options(checkpoint, MODEL_NAME, targets, bm25_in_input, truncation)
+  refuse_monot5_options(checkpoint, MODEL_NAME, targets, truncation)
   config, params = native.restore_model(checkpoint.path, RankT5EncoderConfig, MODEL_NAME,
                                         checkpoint.metadata, checkpoint.digests)
   if dtype:
@@ -139,7 +144,7 @@ def load_rankt5_encoder(checkpoint: Checkpoint, *, config_name: Optional[str] = 
     vocabulary = load_vocabulary()
   try:
     reranker = RankT5Encoder(config, vocabulary, max_length=max_length or checkpoint.max_length
-                             or 512)
+                             or 512, bm25_in_input=reads_bm25(checkpoint, bm25_in_input))
   except ValueError as e:
     raise ValueError(f"{checkpoint.path}: {e}") from None
   return reranker, params

@@ -12,8 +12,9 @@
 Zhuang et al., SIGIR 2023, "RankT5: Fine-Tuning T5 for Text Ranking with Ranking Losses"; the gin
 recipe is gin/runs/rankt5_listwise.gin. feature_lengths: {"inputs": L, "list_size": m} (the
 authors' T5X recipe writes the list size into its feature lengths the same way, `(LIST_SIZE, L)`).
-The SeqIO task is read for its source table and vocabulary only; its monoT5 preprocessing is not
-used. Training-time evaluation (`RerankEval`) is refused: it picks the family from the config's
+The SeqIO task is read for its source table and vocabulary only (and whether it writes each pair's
+BM25 score into the input: then RankT5 does too, `Query: q BM25: 12 Document: d`, and its checkpoint
+says `bm25_in_input`); its monoT5 preprocessing is not used. Training-time evaluation (`RerankEval`) is refused: it picks the family from the config's
 class, and a T5Config would be scored as monoT5.
 """
 
@@ -53,6 +54,14 @@ def _task_source(task_name: str):
     raise ValueError(f"task {task_name} reads no triple table (its source is a "
                      f"{type(source).__name__}); RankT5's lists are drawn from one")
   return source, task_vocabulary(task_name)
+
+
+def _bm25_in_input(task_name: str) -> bool:
+  """Whether the task writes each pair's BM25 score into its inputs (a `_bm25_` task, e.g.
+  insuranceqa_en_8k_pseudo_bm25_monot5_true_false): RankT5 reads its table the same way."""
+  from t5rank.data.seqio_tasks import task_bm25_in_input
+
+  return task_bm25_in_input(task_name)
 
 
 def list_accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
@@ -122,8 +131,14 @@ class Listwise(Trainable):
                          f"m}}, got {dict(feature_lengths)}")
       source, vocab = _task_source(task_name)
       length = feature_lengths["inputs"]
-      return list_batches(source.table("train"),
-                          lambda q, d: rankt5.encode_rankt5(vocab, q, d, length),
+      table = source.table("train")
+      bm25 = _bm25_in_input(task_name)
+      if bm25 and not table.scored:
+        raise ValueError(f"task {task_name} writes the BM25 score into its inputs but its "
+                         "training table has no scores")
+      return list_batches(table,
+                          lambda q, d, s: rankt5.encode_rankt5(vocab, q, d, length,
+                                                               s if bm25 else None),
                           batch_size=batch_size, list_size=feature_lengths["list_size"],
                           input_length=length, seed=seed, start_step=start_step,
                           shard_index=shard_index, num_shards=num_shards)
@@ -137,6 +152,8 @@ class Listwise(Trainable):
     metadata = dict(metadata, model=self.model_name, vocabulary=name,
                     vocabulary_extra_ids=vocab.extra_ids,
                     max_length=metadata["feature_lengths"]["inputs"])
+    if _bm25_in_input(metadata["task_name"]):  # scoring writes the candidates' scores alike
+      metadata["bm25_in_input"] = True
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
       shutil.copyfile(vocab.path, os.path.join(directory, name + ".tmp"))
