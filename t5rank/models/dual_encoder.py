@@ -270,7 +270,9 @@ class T5DualEncoderConfig(JsonConfig):
 def t5_mean(t5_params, config, ids: jax.Array) -> jax.Array:
   """Unit vectors (B, d_model): T5's encoder outputs of `ids` (B, L) averaged over non-padding."""
 
-  encoded = T5(config).apply({"params": t5_params}, ids, method=T5.encode)
+  # float32 whatever the network's dtype: in bfloat16 (mixed precision) the mean and the cosine
+  # are not rounded to bfloat16's 8 bits
+  encoded = T5(config).apply({"params": t5_params}, ids, method=T5.encode).astype(jnp.float32)
   mask = (ids > 0).astype(encoded.dtype)[..., None]
   return unit_vectors((encoded * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0))
 
@@ -369,8 +371,9 @@ class T5DualEncoderReranker(DualEncoderReranker):
             "vocab": self.vocab.sha256}
 
   def describe(self) -> str:
-    return (f"T5 dual encoder ({self.config.t5.num_parameters / 1e6:.1f}M parameters, mean-pooled "
-            "encoder; score: cosine)")
+    mixed = ", bfloat16 products" if self.config.t5.dtype == "bfloat16" else ""
+    return (f"T5 dual encoder ({self.config.t5.num_parameters / 1e6:.1f}M parameters{mixed}, "
+            "mean-pooled encoder; score: cosine)")
 
   @classmethod
   def for_evaluation(cls, config: T5DualEncoderConfig, **_) -> "T5DualEncoderReranker":
@@ -422,19 +425,27 @@ def load_dual_encoder(checkpoint: Checkpoint, **options):
   return DualEncoderReranker(config, load_words(config, checkpoint.path)), params
 
 
-def load_t5_dual_encoder(checkpoint: Checkpoint, **options):
+def load_t5_dual_encoder(checkpoint: Checkpoint, *, dtype: Optional[str] = None, **options):
   """(T5DualEncoderReranker, parameters) of a T5 dual encoder checkpoint (a name is resolved
-  first), with the SentencePiece model it carries."""
+  first), with the SentencePiece model it carries. `dtype` "bfloat16": its T5 encoder in mixed
+  precision as monoT5's (`t5rank.models.network`: bfloat16 weights and products' operands,
+  float32 results and stream); the mean, the cosine, α and β stay float32."""
   import os
 
   from t5rank.checkpoints import native
   from t5rank.models.loading import refuse_options
+  from t5rank.models.reranker import cast_params
 
   checkpoint = resolve(checkpoint)
   refuse_options(checkpoint, "T5 dual encoder", options, "it mean-pools its own T5 encoder")
+  if dtype not in (None, "float32", "bfloat16"):
+    raise ValueError(f"the T5 dual encoder's dtype must be float32 or bfloat16, got {dtype!r}")
   config, params = native.restore_model(checkpoint.path, T5DualEncoderConfig,
                                         T5DualEncoderReranker.name, checkpoint.metadata,
                                         checkpoint.digests)
+  if dtype == "bfloat16":
+    config = dataclasses.replace(config, t5=config.t5.replace(dtype=dtype))
+    params = {**params, "t5": cast_params(params["t5"], dtype)}
   vocab = Vocabulary(os.path.join(checkpoint.path, config.vocabulary), extra_ids=0)
   if config.vocabulary_sha256 and vocab.sha256 != config.vocabulary_sha256:
     raise ValueError(f"{vocab.path} is not the vocabulary this T5 dual encoder was built with")
