@@ -7,7 +7,7 @@
 # against tiny_insuranceqa_cpu.gin), each reranks the BM25 top 100; bm25: both read it in their
 # input and rerank each query's whole pool (about 200 answers), the demo's setting and its monoT5
 # stage's (rankt5_insuranceqa_bm25_cpu.gin against tiny_insuranceqa_bm25_cpu.gin, the demo's
-# monoT5 recipe). Run again, it reuses the trained models and scores them anew.
+# monoT5 recipe). Run again, it reuses the trained models (and refuses to overwrite the runs).
 # DEMO_WORKDIR: a `t5rank demo` work directory (runs/insuranceqa_cascade: its data/, bm25.run,
 # qrels.txt). Prints `t5rank evaluate`'s table of the BM25 run and the six reranked runs; each
 # step's seconds go to OUT/done.txt.
