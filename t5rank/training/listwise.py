@@ -56,14 +56,6 @@ def _task_source(task_name: str):
   return source, task_vocabulary(task_name)
 
 
-def _bm25_in_input(task_name: str) -> bool:
-  """Whether the task writes each pair's BM25 score into its inputs (a `_bm25_` task, e.g.
-  insuranceqa_en_8k_pseudo_bm25_monot5_true_false): RankT5 reads its table the same way."""
-  from t5rank.data.seqio_tasks import task_bm25_in_input
-
-  return task_bm25_in_input(task_name)
-
-
 def list_accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
   """The share of lists whose highest-scored real document is a relevant one."""
   best = jnp.argmax(jnp.where(mask, scores, -jnp.inf), axis=-1)  # (B,)
@@ -132,7 +124,9 @@ class Listwise(Trainable):
       source, vocab = _task_source(task_name)
       length = feature_lengths["inputs"]
       table = source.table("train")
-      bm25 = _bm25_in_input(task_name)
+      from t5rank.data.seqio_tasks import task_bm25_in_input  # seqio, tensorflow: when training
+
+      bm25 = task_bm25_in_input(task_name)
       if bm25 and not table.scored:
         raise ValueError(f"task {task_name} writes the BM25 score into its inputs but its "
                          "training table has no scores")
@@ -152,7 +146,9 @@ class Listwise(Trainable):
     metadata = dict(metadata, model=self.model_name, vocabulary=name,
                     vocabulary_extra_ids=vocab.extra_ids,
                     max_length=metadata["feature_lengths"]["inputs"])
-    if _bm25_in_input(metadata["task_name"]):  # scoring writes the candidates' scores alike
+    from t5rank.data.seqio_tasks import task_bm25_in_input
+
+    if task_bm25_in_input(metadata["task_name"]):  # scoring writes the candidates' scores alike
       metadata["bm25_in_input"] = True
     if jax.process_index() == 0:
       os.makedirs(directory, exist_ok=True)
