@@ -124,6 +124,18 @@ def test_packed_row_equals_separate_rows(config):
   np.testing.assert_allclose(packed[0, 2:], separate_b[0], atol=1e-5)
 
 
+def test_a_parameter_of_the_wrong_shape_is_named():
+  # applying checks each given parameter's shape against the config's (network._param)
+  import flax
+  params = init_params(TINY, jax.random.PRNGKey(3))
+  kernel = params["encoder"]["layers_0"]["mlp"]["wi"]["kernel"]
+  params["encoder"]["layers_0"]["mlp"]["wi"]["kernel"] = kernel[:, :-1]
+  with pytest.raises(flax.errors.ScopeParamShapeError, match=r"wi.*kernel|kernel.*wi") as error:
+    _logits(TINY, params, [[5, 9, 1]], [[0]])
+  assert str((TINY.d_model, TINY.d_ff - 1)) in str(error.value)
+  assert str((TINY.d_model, TINY.d_ff)) in str(error.value)
+
+
 def test_decoder_is_causal():
   params = init_params(TINY, jax.random.PRNGKey(3))
   enc = [[5, 9, 33, 1]]

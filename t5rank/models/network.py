@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,15 @@ MASK_VALUE = -1e10  # additive attention bias for masked positions; finite so th
 
 
 def _param(module: nn.Module, name: str, init, shape, axes):
+  """`module.param` with logical axis names. When applying, the given value with its shape checked
+  against `shape` here: flax's own check traces the initializer of every parameter in every trace,
+  a third of the time it takes to trace a T5 (one trace per input shape)."""
+  if module.has_variable("params", name):
+    value = nn.meta.unbox(module.get_variable("params", name))
+    if np.shape(value) != tuple(shape):
+      raise flax.errors.ScopeParamShapeError(name, module.scope.path_text, np.shape(value),
+                                             tuple(shape))
+    return value
   return module.param(name, nn.with_logical_partitioning(init, axes), shape, jnp.float32)
 
 
@@ -166,13 +176,16 @@ class Attention(nn.Module):
       return self._folded(split(query[:, 0]), inputs_kv, bias, deterministic)
     key = dense(name="key")(inputs_kv)  # (B, T_k, H*K)
     value = dense(name="value")(inputs_kv)
-    query, key, value = split(query), split(key), split(value)
-    logits = matmul("bqhk,bthk->bhqt", query, key, self.dtype) + bias
+    # heads first, (B, H, T, K): the batch dimensions lead every product, the layout XLA:CPU's
+    # batched matrix-product kernels take directly (4.7x faster on T5-tiny's shapes, 2x on
+    # T5-small's, than the same product with H between T and K)
+    query, key, value = (jnp.swapaxes(split(x), 1, 2) for x in (query, key, value))
+    logits = matmul("bhqk,bhtk->bhqt", query, key, self.dtype) + bias
     weights = jax.nn.softmax(logits, axis=-1)  # (B, H, T_q, T_k)
     if not deterministic and cfg.dropout_rate > 0:
       weights = nn.Dropout(cfg.dropout_rate)(weights, deterministic=False)
-    out = matmul("bhqt,bthk->bqhk", weights, value, self.dtype)
-    out = out.reshape(inputs_q.shape[:-1] + (inner,))
+    out = matmul("bhqt,bhtk->bhqk", weights, value, self.dtype)  # (B, H, T_q, K)
+    out = jnp.swapaxes(out, 1, 2).reshape(inputs_q.shape[:-1] + (inner,))
     return Dense(cfg.d_model, ("joined_kv", "embed"), self.dtype, name="out")(out)
 
   def _folded(self, query: Array, inputs_kv: Array, bias: Array, deterministic: bool) -> Array:
