@@ -37,7 +37,6 @@ pooling stay float32.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, ClassVar
 
