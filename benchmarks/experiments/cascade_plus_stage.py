@@ -23,6 +23,7 @@ import shutil
 from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
 from t5rank.pipelines.cascade import run_cascade
 from t5rank.pipelines.cascade_spec import FusionSource, RerankStage, parse_stage
+from t5rank.pipelines.insuranceqa_cascade import tuning_set
 from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE
 from t5rank.pipelines.insuranceqa_pools import BM25_B, BM25_K1
 from t5rank.retrieval.bm25 import BM25
@@ -54,13 +55,10 @@ def main() -> None:
     raise SystemExit(f"{args.output} is not empty: give a new directory")
   os.makedirs(args.output, exist_ok=True)
 
-  data = job.data.export(os.path.join(args.output, "data_valid"), "validation")
-  queries = dict(list(read_queries(data["queries.tsv"]).items())[:job.tune_queries])
-  qrels = {q: d for q, d in read_qrels(data["qrels.txt"]).items() if q in queries}
-  corpus = read_corpus(data["corpus.jsonl"])
-  retriever = BM25.open(corpus, os.path.join(args.output, "index_valid"), k1=BM25_K1, b=BM25_B,
-                        language=job.data.bm25_language)
-  first = retriever.retrieve(queries, k=1000, candidates=read_run(data["pool.run"]))
+  test_corpus = read_corpus(os.path.join(args.demo, "data", "corpus.jsonl"))
+  retriever = BM25.open(test_corpus, os.path.join(args.output, "index"), k1=BM25_K1, b=BM25_B,
+                        language=job.data.bm25_language)  # as the demo's: over all the answers
+  queries, qrels, corpus, first = tuning_set(job, args.output, job.tune_queries, retriever)
   print(f"== validation: {len(queries)} queries", flush=True)
   valid = run_cascade(queries=queries, corpus=corpus, first=first, first_name="bm25",
                       stages=cascade, workdir=os.path.join(args.output, "valid_cascade"),
@@ -73,8 +71,7 @@ def main() -> None:
       shutil.copy(path, test_dir)
   test_queries = read_queries(os.path.join(args.demo, "data", "queries.tsv"))
   print(f"== test: {len(test_queries)} queries, the validation cascade's weights", flush=True)
-  run_cascade(queries=test_queries, corpus=read_corpus(os.path.join(args.demo, "data",
-                                                                    "corpus.jsonl")),
+  run_cascade(queries=test_queries, corpus=test_corpus,
               first=read_run(os.path.join(args.demo, "bm25.run")), first_name="bm25",
               stages=cascade, workdir=test_dir,
               qrels=read_qrels(os.path.join(args.demo, "qrels.txt")),

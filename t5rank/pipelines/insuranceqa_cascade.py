@@ -129,12 +129,25 @@ def run_insuranceqa_cascade(*, workdir: Optional[str] = None,
   return write_report(record, depths, tune_queries)
 
 
+def tuning_set(job, workdir: str, tune_queries: int, retriever):
+  """What a cascade job's fusion weights are tuned on: (queries, qrels, corpus, first-stage run) of
+  the first `tune_queries` validation queries (exported under `workdir`/data_valid), the run
+  `retriever`'s (BM25) over each query's answer pool."""
+  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
+
+  data = job.data.export(os.path.join(workdir, "data_valid"), "validation")
+  queries = dict(list(read_queries(data["queries.tsv"]).items())[:tune_queries])
+  qrels = {q: d for q, d in read_qrels(data["qrels.txt"]).items() if q in queries}
+  corpus = read_corpus(data["corpus.jsonl"])
+  return queries, qrels, corpus, retriever.retrieve(queries, k=1000,
+                                                    candidates=read_run(data["pool.run"]))
+
+
 def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: bool,
              record: CascadeJobRecord) -> tuple[str, str]:
   """One cascade: on the validation queries tuning the fusion weights (unless the weights shipped
   with the models are this run's), on the test queries with them."""
   from t5rank.checkpoints import shipped
-  from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
   from t5rank.pipelines.cascade import run_cascade
   from t5rank.pipelines.cascade_spec import FusionSource, RerankStage
 
@@ -147,11 +160,8 @@ def _cascade(split: str, depths: Sequence[int], tune_queries: int, progress: boo
                          "evaluation": found.get("validation")}
       return ("shipped fusion weights", f"{path}: tuned on the first {tune_queries} validation "
               "queries with these models")
-    data = job.data.export(os.path.join(record.workdir, "data_valid"), "validation")
-    queries = dict(list(read_queries(data["queries.tsv"]).items())[:tune_queries])
-    qrels = {q: d for q, d in read_qrels(data["qrels.txt"]).items() if q in queries}
-    corpus = read_corpus(data["corpus.jsonl"])
-    first = record.retriever.retrieve(queries, k=1000, candidates=read_run(data["pool.run"]))
+    queries, qrels, corpus, first = tuning_set(job, record.workdir, tune_queries,
+                                               record.retriever)
   else:
     queries, qrels, corpus, first = (record.queries, record.qrels, record.corpus,
                                      record.bm25)
