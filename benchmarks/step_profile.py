@@ -33,6 +33,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 SECTION = "## Where the scoring step's time goes"
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "BENCHMARKS.md")
 PARTS = ("encoder feed-forward products", "encoder attention projections",
          "encoder attention core", "decoder step", "norms, residuals, conversions, embedding")
 
@@ -162,12 +163,10 @@ def main() -> None:
       share = f"{gflop / ms * 1e12 / peak[dtype]:.0%}" if gflop and ms else ""
       lines.append(f"| {part} | {ms:.1f} | {ms / measured:.0%} | {gflop:.1f} | {rate} | {share} |")
     lines.append("")
-  table = "\n".join(lines)
-  print(table)
+  print("\n".join(lines))
   if args.write:
     from t5rank.benchmarking import write_section
-    write_section(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "BENCHMARKS.md"),
-                  table)
+    write_section(BENCHMARKS, "\n".join(lines))
 
 
 if __name__ == "__main__":
