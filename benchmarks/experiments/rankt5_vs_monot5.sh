@@ -2,7 +2,7 @@
 # RankT5 Encoder-Decoder (listwise softmax loss) against monoT5 (pointwise), both tiny, from random
 # weights, the same steps and 32 inputs a step; seeds 0, 1, 2; each scored on the first 1000
 # InsuranceQA test queries' candidates and evaluated against their qrels.
-#   bash benchmarks/experiments/rankt5_vs_monot5.sh DEMO_WORKDIR OUT [STEPS] [SETTING]
+#   bash benchmarks/experiments/rankt5_vs_monot5.sh DEMO_WORKDIR OUT [STEPS] [SETTING] [MODELS]
 # SETTING plain (default): neither reads the BM25 score (gin/experiments/rankt5_insuranceqa_cpu.gin
 # against tiny_insuranceqa_cpu.gin), each reranks the BM25 top 100; bm25: both read it in their
 # input and rerank each query's whole pool (about 200 answers), the demo's setting and its monoT5
@@ -13,6 +13,10 @@
 # step's seconds go to OUT/done.txt.
 set -euo pipefail
 D=${1:?a t5rank demo work directory}; OUT=${2:?an output directory}; STEPS=${3:-4000}
+MODELS=${5:-rankt5 monot5}
+for model in $MODELS; do
+  case $model in rankt5|monot5) ;; *) echo "MODELS are rankt5 and monot5, got $model" >&2; exit 2 ;; esac
+done
 case "${4:-plain}" in
   plain) RANKT5=rankt5_insuranceqa_cpu.gin; MONOT5=tiny_insuranceqa_cpu.gin
          DEPTH=100; RUN="$OUT/bm25_top100.run" ;;
@@ -34,17 +38,22 @@ timed() {  # timed NAME COMMAND...: runs it, its output to OUT/NAME.log, its sec
   echo "$name $((SECONDS - start)) s" >> "$OUT/done.txt"
 }
 for seed in 0 1 2; do
-  timed "rankt5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$RANKT5" \
-    --gin.MODEL_DIR="$OUT/rankt5_s$seed" --gin.TRAIN_STEPS=$STEPS \
-    --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed
-  timed "monot5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$MONOT5" \
-    --gin.MODEL_DIR="$OUT/monot5_s$seed" --gin.TRAIN_STEPS=$STEPS \
-    --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed --gin.trainer.Loop.eval_fn=None
-  for model in rankt5 monot5; do
+  if [[ " $MODELS " == *" rankt5 "* ]]; then
+    timed "rankt5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$RANKT5" \
+      --gin.MODEL_DIR="$OUT/rankt5_s$seed" --gin.TRAIN_STEPS=$STEPS \
+      --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed
+  fi
+  if [[ " $MODELS " == *" monot5 "* ]]; then
+    timed "monot5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$MONOT5" \
+      --gin.MODEL_DIR="$OUT/monot5_s$seed" --gin.TRAIN_STEPS=$STEPS \
+      --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed --gin.trainer.Loop.eval_fn=None
+  fi
+  for model in $MODELS; do
     timed "${model}_s$seed.score" "$T5RANK" score --checkpoint "$OUT/${model}_s$seed/final" \
       --queries "$OUT/queries.tsv" --corpus "$D/data/corpus.jsonl" \
       --run "$RUN" --window 0 -o "$OUT/${model}_s$seed.run"
   done
 done
-"$T5RANK" evaluate --qrels "$OUT/qrels.txt" "$RUN" "$OUT"/rankt5_s?.run \
-  "$OUT"/monot5_s?.run
+runs=()
+for model in $MODELS; do runs+=("$OUT/${model}"_s?.run); done
+"$T5RANK" evaluate --qrels "$OUT/qrels.txt" "$RUN" "${runs[@]}"
