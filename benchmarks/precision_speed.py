@@ -37,35 +37,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from t5rank.benchmarking import (insuranceqa_candidates, machine, monot5_flops,  # noqa: E402
-                                 write_section)
+from t5rank.benchmarking import (insuranceqa_candidates, machine, matmul_peak,  # noqa: E402
+                                 monot5_flops, write_section)
 from t5rank.models.batching import bucket_batches  # noqa: E402
 
 SECTION = "## bfloat16 and the machine's limit"
-PEAK_SIZE = 2048
-
-
-def matmul_peak(size: int = PEAK_SIZE, repeats: int = 5) -> dict[str, float]:
-  """Best FLOP/s of `repeats` (size x size) products on this process's cores: "float32", and
-  "bfloat16" (bfloat16 operands, float32 result)."""
-  import jax
-  import jax.numpy as jnp
-
-  rng = np.random.default_rng(0)
-  a, b = (jax.device_put(rng.standard_normal((size, size), np.float32)) for _ in range(2))
-  products = {
-      "float32": (jax.jit(jnp.dot), a, b),
-      "bfloat16": (jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.float32)),
-                   a.astype(jnp.bfloat16), b.astype(jnp.bfloat16))}
-  best = {}
-  for name, (product, x, y) in products.items():
-    product(x, y).block_until_ready()
-    best[name] = 0.0
-    for _ in range(repeats):
-      start = time.perf_counter()
-      product(x, y).block_until_ready()
-      best[name] = max(best[name], 2 * size ** 3 / (time.perf_counter() - start))
-  return best
 
 
 def write_inputs(directory: str, num_pairs: int) -> tuple[str, str, str]:

@@ -11,7 +11,8 @@ code it came from (`part_of`): the encoder's feed-forward products, its attentio
 sum), the decoder's one step, and the rest (RMS norms, residual adds, conversions, the embedding).
 For each part: milliseconds per step (each device's busy time, over the devices: they run side by
 side), its share, the FLOPs it must execute (`part_flops`) and the rate it reaches, against the
-machine's rate for one large product measured in the same run (`precision_speed.matmul_peak`).
+machine's rate for one large product measured in the same run
+(`t5rank.benchmarking.matmul_peak`).
 Both dtypes (`--dtype` float32, bfloat16, or both). `--write` puts the tables into BENCHMARKS.md
 under "## Where the scoring step's time goes".
 """
@@ -131,10 +132,7 @@ def main() -> None:
 
   from t5rank.ranking.devices import use_cpu_devices
   use_cpu_devices(None)
-  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from precision_speed import matmul_peak
-
-  from t5rank.benchmarking import machine
+  from t5rank.benchmarking import machine, matmul_peak
   from t5rank.models.config import get_config
 
   dtypes = ("float32", "bfloat16") if args.dtype == "both" else (args.dtype,)

@@ -62,6 +62,29 @@ def machine() -> str:
           f"{jax.devices()[0].platform}, {jax.local_device_count()} device(s)")
 
 
+def matmul_peak(size: int = 2048, repeats: int = 5) -> dict[str, float]:
+  """Best FLOP/s of `repeats` (size x size) products on this process's cores: "float32", and
+  "bfloat16" (bfloat16 operands, float32 result)."""
+  import jax
+  import jax.numpy as jnp
+
+  rng = np.random.default_rng(0)
+  a, b = (jax.device_put(rng.standard_normal((size, size), np.float32)) for _ in range(2))
+  products = {
+      "float32": (jax.jit(jnp.dot), a, b),
+      "bfloat16": (jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.float32)),
+                   a.astype(jnp.bfloat16), b.astype(jnp.bfloat16))}
+  best = {}
+  for name, (product, x, y) in products.items():
+    product(x, y).block_until_ready()
+    best[name] = 0.0
+    for _ in range(repeats):
+      start = time.perf_counter()
+      product(x, y).block_until_ready()
+      best[name] = max(best[name], 2 * size ** 3 / (time.perf_counter() - start))
+  return best
+
+
 def write_section(path: str, section: str) -> None:
   """Replaces the section of `path` whose heading is `section`'s first line (or appends it), leaving
   the other sections as they are."""

@@ -38,16 +38,15 @@ timed() {  # timed NAME COMMAND...: runs it, its output to OUT/NAME.log, its sec
   echo "$name $((SECONDS - start)) s" >> "$OUT/done.txt"
 }
 for seed in 0 1 2; do
-  if [[ " $MODELS " == *" rankt5 "* ]]; then
-    timed "rankt5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$RANKT5" \
-      --gin.MODEL_DIR="$OUT/rankt5_s$seed" --gin.TRAIN_STEPS=$STEPS \
-      --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed
-  fi
-  if [[ " $MODELS " == *" monot5 "* ]]; then
-    timed "monot5_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$MONOT5" \
-      --gin.MODEL_DIR="$OUT/monot5_s$seed" --gin.TRAIN_STEPS=$STEPS \
-      --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed --gin.trainer.Loop.eval_fn=None
-  fi
+  for model in $MODELS; do
+    case $model in
+      rankt5) gin=$RANKT5; extra=() ;;
+      monot5) gin=$MONOT5; extra=(--gin.trainer.Loop.eval_fn=None) ;;
+    esac
+    timed "${model}_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$gin" \
+      --gin.MODEL_DIR="$OUT/${model}_s$seed" --gin.TRAIN_STEPS=$STEPS \
+      --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed "${extra[@]}"
+  done
   for model in $MODELS; do
     timed "${model}_s$seed.score" "$T5RANK" score --checkpoint "$OUT/${model}_s$seed/final" \
       --queries "$OUT/queries.tsv" --corpus "$D/data/corpus.jsonl" \
