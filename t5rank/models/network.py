@@ -455,9 +455,17 @@ def term_matching_init(params, config: T5Config, rng: Array, *, num_heads: int,
   return {**params, "encoder": encoder}
 
 
+@functools.lru_cache(maxsize=16)
+def abstract_params(config: T5Config):
+  """Every parameter's shape, dtype and logical axes, as boxed `jax.ShapeDtypeStruct`s, from one
+  abstract `init` per config (a trace of the whole network, a few tenths of a second for T5-small):
+  `param_axes` and `t5rank.models.t5_weights.layout.param_shapes` both read it, so that loading and
+  placing a checkpoint traces the network's init once. Shared: do not modify it."""
+  model = T5(config)
+  return jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32),
+                                           jnp.ones((1, 2), jnp.int32)))["params"]
+
+
 def param_axes(config: T5Config):
   """The logical axis names of every parameter, as a pytree of `jax.sharding.PartitionSpec`."""
-  model = T5(config)
-  abstract = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32),
-                                               jnp.ones((1, 2), jnp.int32)))
-  return nn.get_partition_spec(abstract["params"])
+  return nn.get_partition_spec(abstract_params(config))

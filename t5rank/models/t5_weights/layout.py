@@ -36,10 +36,10 @@ ARCHITECTURE_FIELDS = ("vocab_size", "d_model", "num_heads", "d_kv", "d_ff", "nu
 @functools.lru_cache(maxsize=16)
 def param_shapes(config: T5Config) -> dict[str, Shape]:
   """Every parameter of the network `config` describes: flat t5rank name -> shape."""
-  import jax
-  from t5rank.models.network import init_params
-  abstract = jax.eval_shape(lambda: init_params(config, jax.random.PRNGKey(0)))
-  return {name: tuple(leaf.shape) for name, leaf in flatten(abstract).items()}
+  import flax.linen as nn
+  from t5rank.models.network import abstract_params
+  return {name: tuple(leaf.shape)
+          for name, leaf in flatten(nn.unbox(abstract_params(config))).items()}
 
 
 @dataclasses.dataclass(frozen=True)
