@@ -1,8 +1,9 @@
 """Length-bucketed batches: how a reranker's examples become device-shaped arrays.
 
 `bucket_batches` sorts sequences by length into buckets (multiples of BUCKET_STEP up to max_length)
-and cuts each bucket into batches of about `batch_tokens` padded tokens, so a job compiles a few
-shapes and pads little; `round_up` is the padding rule every model shares.
+and cuts each bucket into batches of about `batch_tokens` padded tokens (a bucket's last few
+sequences join the next bucket where that pads fewer tokens), so a job compiles a few shapes and pads
+little; `round_up` is the padding rule every model shares.
 """
 
 from __future__ import annotations
@@ -33,27 +34,61 @@ def batch_rows(length: int, batch_tokens: int, row_multiple: int = 1) -> list[in
 def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_length: int,
                    row_multiple: int = 1, step: int = BUCKET_STEP) -> list[Batch]:
   """Sequences sorted by length into buckets (`bucket_lengths`), each bucket cut into full batches
-  of batch_tokens // length rows and a last batch of the smallest `batch_rows` size that holds the
-  rest; so a job compiles at most 4 shapes per bucket. Rows past a batch's items are all padding;
-  each batch's arrays are `(tokens,)`, (B, L) int32."""
+  of batch_tokens // length rows. The rest of a bucket (fewer than a full batch) either goes into
+  a last batch of the smallest `batch_rows` size that holds it or joins the next bucket, padded to
+  its length: whichever pads fewer tokens over the whole job (`_carried`). So a job compiles at
+  most 4 shapes per bucket, all from the same few (lengths from `bucket_lengths`, rows from
+  `batch_rows`) whatever its data. Rows past a batch's items are all padding; each batch's arrays
+  are `(tokens,)`, (B, L) int32."""
   lengths = np.fromiter(map(len, ids), np.int64, len(ids))
   if lengths.size and lengths.max() > max_length:
     raise ValueError(f"a sequence of {lengths.max()} ids exceeds max_length {max_length}")
   order = np.argsort(lengths, kind="stable")
-  sorted_lengths = lengths[order]
+  padded = bucket_lengths(max_length, step)
+  stops = np.searchsorted(lengths[order], padded, side="right")
+  sizes = [batch_rows(length, batch_tokens, row_multiple) for length in padded]
+  carry = _carried(padded, np.diff(stops, prepend=0).tolist(), sizes)
   batches, start = [], 0
-  for length in bucket_lengths(max_length, step):
-    stop = int(np.searchsorted(sorted_lengths, length, side="right"))
-    sizes = batch_rows(length, batch_tokens, row_multiple)
-    for first in range(start, stop, sizes[0]):
-      items = order[first:min(first + sizes[0], stop)]
-      rows = min(size for size in sizes if size >= len(items))
-      tokens = np.zeros((rows, length), np.int32)  # (B, L)
+  for length, stop, rows, carried in zip(padded, stops, sizes, carry):
+    for first in range(start, int(stop) - carried, rows[0]):
+      items = order[first:min(first + rows[0], int(stop) - carried)]
+      tokens = np.zeros((min(size for size in rows if size >= len(items)), length), np.int32)
       for row, item in enumerate(items):
         tokens[row, :lengths[item]] = ids[item]
-      batches.append(Batch(items, (tokens,)))
-    start = stop
+      batches.append(Batch(items, (tokens,)))  # (B, L)
+    start = int(stop) - carried
   return batches
+
+
+def _carried(lengths: list[int], counts: list[int], sizes: list[list[int]]) -> list[int]:
+  """How many sequences each bucket passes on to the next (its rest, or none), so that the job's
+  batches pad the fewest tokens: bucket k, given c sequences from the one before, cuts c +
+  counts[k] into full batches of sizes[k][0] rows; a rest of r either takes the smallest of
+  sizes[k] that holds it (rows x lengths[k] tokens) or joins bucket k + 1 (ties stay). Dynamic
+  programming over (bucket, sequences carried in), of which each bucket adds at most one."""
+  def split(k: int, carried_in: int) -> tuple[int, int]:  # (tokens of full batches, rest)
+    full, rest = divmod(carried_in + counts[k], sizes[k][0])
+    return full * sizes[k][0] * lengths[k], rest
+
+  states = [{0}]
+  for k in range(len(lengths)):
+    states.append({0} | {split(k, c)[1] for c in states[k]})
+  tokens: dict[tuple[int, int], int] = {(len(lengths), 0): 0}  # from bucket k on, given c in
+  passed: dict[tuple[int, int], int] = {}
+  for k in reversed(range(len(lengths))):
+    for c in states[k]:
+      full, rest = split(k, c)
+      here = full + tokens[k + 1, 0]
+      if rest:
+        here += min(size for size in sizes[k] if size >= rest) * lengths[k]
+      tokens[k, c], passed[k, c] = here, 0
+      if rest and k + 1 < len(lengths) and full + tokens[k + 1, rest] < here:
+        tokens[k, c], passed[k, c] = full + tokens[k + 1, rest], rest
+  carry, c = [], 0
+  for k in range(len(lengths)):
+    c = passed[k, c]
+    carry.append(c)
+  return carry
 
 
 def round_up(n: int, multiple: int) -> int:
