@@ -50,14 +50,20 @@ def bucket_batches(ids: Sequence[Sequence[int]], *, batch_tokens: int, max_lengt
   carry = _carried(padded, np.diff(stops, prepend=0).tolist(), sizes)
   batches, start = [], 0
   for length, stop, rows, carried in zip(padded, stops, sizes, carry):
-    for first in range(start, int(stop) - carried, rows[0]):
-      items = order[first:min(first + rows[0], int(stop) - carried)]
-      tokens = np.zeros((min(size for size in rows if size >= len(items)), length), np.int32)
+    end = int(stop) - carried  # this bucket's sequences and those carried into it
+    for first in range(start, end, rows[0]):
+      items = order[first:min(first + rows[0], end)]
+      tokens = np.zeros((_holding(rows, len(items)), length), np.int32)  # (B, L)
       for row, item in enumerate(items):
         tokens[row, :lengths[item]] = ids[item]
-      batches.append(Batch(items, (tokens,)))  # (B, L)
-    start = int(stop) - carried
+      batches.append(Batch(items, (tokens,)))
+    start = end
   return batches
+
+
+def _holding(sizes: list[int], n: int) -> int:
+  """The smallest of a bucket's batch sizes (`batch_rows`) that holds n sequences."""
+  return min(size for size in sizes if size >= n)
 
 
 def _carried(lengths: list[int], counts: list[int], sizes: list[list[int]]) -> list[int]:
@@ -80,7 +86,7 @@ def _carried(lengths: list[int], counts: list[int], sizes: list[list[int]]) -> l
       full, rest = split(k, c)
       here = full + tokens[k + 1, 0]
       if rest:
-        here += min(size for size in sizes[k] if size >= rest) * lengths[k]
+        here += _holding(sizes[k], rest) * lengths[k]
       tokens[k, c], passed[k, c] = here, 0
       if rest and k + 1 < len(lengths) and full + tokens[k + 1, rest] < here:
         tokens[k, c], passed[k, c] = full + tokens[k + 1, rest], rest

@@ -411,12 +411,15 @@ class T5(nn.Module):
                        deterministic=deterministic)
 
 
+def _boxed_params(config: T5Config, rng: Array, encoder_length: int = 8, decoder_length: int = 2):
+  """`config`'s parameters as flax initializes them: boxed with their logical axis names."""
+  return T5(config).init(rng, jnp.ones((1, encoder_length), jnp.int32),
+                         jnp.ones((1, decoder_length), jnp.int32))["params"]
+
+
 def init_params(config: T5Config, rng: Array, encoder_length: int = 8, decoder_length: int = 2):
   """Fresh parameters for `config` as boxed (logically partitioned) pytrees' plain values."""
-  model = T5(config)
-  variables = model.init(rng, jnp.ones((1, encoder_length), jnp.int32),
-                         jnp.ones((1, decoder_length), jnp.int32))
-  return nn.unbox(variables["params"])
+  return nn.unbox(_boxed_params(config, rng, encoder_length, decoder_length))
 
 
 def term_matching_init(params, config: T5Config, rng: Array, *, num_heads: int,
@@ -461,9 +464,7 @@ def abstract_params(config: T5Config):
   abstract `init` per config (a trace of the whole network, a few tenths of a second for T5-small):
   `param_axes` and `t5rank.models.t5_weights.layout.param_shapes` both read it, so that loading and
   placing a checkpoint traces the network's init once. Shared: do not modify it."""
-  model = T5(config)
-  return jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32),
-                                           jnp.ones((1, 2), jnp.int32)))["params"]
+  return jax.eval_shape(lambda: _boxed_params(config, jax.random.PRNGKey(0)))
 
 
 def param_axes(config: T5Config):
