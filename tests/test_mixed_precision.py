@@ -105,6 +105,46 @@ def test_no_weight_matrix_is_converted_in_the_compiled_step(bf16_programs):
   assert products == len(weights) - 2 * config.num_decoder_layers
 
 
+def _compiled_products(hlo: str) -> list[tuple[str, str, str, str]]:
+  """(result type, lhs type, rhs type, the code it came from) of every matrix product of a
+  compiled program, fused or not."""
+  types = dict(re.findall(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\w+)\[", hlo, re.M))
+  products = []
+  for line in hlo.splitlines():
+    m = re.search(r"= (\w+)\[[^=]* dot\((%[\w.\-]+), (%[\w.\-]+)\)", line)
+    if m:
+      source = re.search(r'op_name="([^"]+)"', line)
+      products.append((m[1], types[m[2]], types[m[3]], source[1] if source else ""))
+  return products
+
+
+def test_every_product_of_the_compiled_step_reads_bf16_and_returns_f32():
+  """What XLA:CPU runs, not only what t5rank wrote: no pass between turns a product's bfloat16
+  operands back into float32 (one did for both attention products of every encoder layer while
+  their operands were transposed before the einsums). T5-small's widths, where XLA:CPU's choices
+  are those of the real model (at the micro widths above it computes the two vocabulary rows in
+  float32 too). One exception: the folded cross-attention's logits, (B, H, D) by (B, T, D) per
+  decoder layer, which XLA:CPU computes in float32 whatever the einsum's form; H·D·T multiply-adds
+  per pair and layer, 0.1% of T5-small's scoring FLOPs."""
+  config = micro_config(d_model=512, d_ff=2048, d_kv=64, num_heads=8, num_encoder_layers=1,
+                        num_decoder_layers=2, dtype="bfloat16")
+  params = cast_params(random_params(config), "bfloat16")
+  tokens = jnp.asarray(np.random.default_rng(0).integers(1, 500, (4, 32)), jnp.int32)
+  step = jax.jit(lambda p, t: monot5.monot5_score(p, t, config=config, target_ids=TARGETS))
+  products = _compiled_products(step.lower(params, tokens).compile().as_text())
+  # the weights', and two attention products per encoder layer and per (folded) cross-attention;
+  # the decoder's self-attention over its one position is elementwise work in the program
+  attention = 2 * (config.num_encoder_layers + config.num_decoder_layers)
+  assert len(products) == _weight_matrices(config) + attention
+  exceptions = 0
+  for result, lhs, rhs, source in products:
+    if source.endswith("._folded/bhd,btd->bht/dot_general"):
+      exceptions += 1
+      continue
+    assert (lhs, rhs, result) == ("bf16", "bf16", "f32"), source
+  assert exceptions == config.num_decoder_layers
+
+
 def test_the_old_program_fails_the_check():
   """The check above tells the policy from its absence: products asked for a bfloat16 result
   (what the network did before) make XLA:CPU convert both operands to float32."""
