@@ -1,8 +1,10 @@
-"""Helpers shared by the tests and the benchmarks: random weights without compilation, and the
-micro T5 whose compilation is cheap enough for tests."""
+"""Helpers shared by the tests and the benchmarks: random weights without compilation, the
+micro T5 whose compilation is cheap enough for tests, and the matrix products of a compiled
+program."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import numpy as np
@@ -27,6 +29,20 @@ MICRO = dict(d_model=32, d_ff=64, num_heads=2, d_kv=16, num_encoder_layers=1, nu
 def micro_config(**overrides) -> T5Config:
   """The `tiny` config with MICRO's sizes (and `overrides`)."""
   return get_config("tiny", **{**MICRO, **overrides})
+
+
+def compiled_products(hlo: str) -> list[tuple[str, str, str, str]]:
+  """(result type, lhs type, rhs type, the code it came from) of every matrix product (`dot`) of a
+  compiled program's text (`jax.jit(f).lower(...).compile().as_text()`), fused or not: what the
+  backend runs, after every pass that may change a product's operands."""
+  types = dict(re.findall(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\w+)\[", hlo, re.M))
+  products = []
+  for line in hlo.splitlines():
+    m = re.search(r"= (\w+)\[[^=]* dot\((%[\w.\-]+), (%[\w.\-]+)\)", line)
+    if m:
+      source = re.search(r'op_name="([^"]+)"', line)
+      products.append((m[1], types[m[2]], types[m[3]], source[1] if source else ""))
+  return products
 
 
 def random_params(config: T5Config, seed: int = 0, std: Optional[float] = None) -> dict:

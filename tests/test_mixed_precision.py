@@ -15,7 +15,7 @@ import pytest
 
 from t5rank.models import monot5
 from t5rank.models.reranker import cast_params
-from t5rank.testing import micro_config, random_params
+from t5rank.testing import compiled_products, micro_config, random_params
 
 # Sizes chosen so that no activation has a weight matrix's shape (B*L = 3*16 = 48 rows would);
 # 2 + 2 layers so that a layer's products are not all the first of their kind.
@@ -105,19 +105,6 @@ def test_no_weight_matrix_is_converted_in_the_compiled_step(bf16_programs):
   assert products == len(weights) - 2 * config.num_decoder_layers
 
 
-def _compiled_products(hlo: str) -> list[tuple[str, str, str, str]]:
-  """(result type, lhs type, rhs type, the code it came from) of every matrix product of a
-  compiled program, fused or not."""
-  types = dict(re.findall(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\w+)\[", hlo, re.M))
-  products = []
-  for line in hlo.splitlines():
-    m = re.search(r"= (\w+)\[[^=]* dot\((%[\w.\-]+), (%[\w.\-]+)\)", line)
-    if m:
-      source = re.search(r'op_name="([^"]+)"', line)
-      products.append((m[1], types[m[2]], types[m[3]], source[1] if source else ""))
-  return products
-
-
 def test_every_product_of_the_compiled_step_reads_bf16_and_returns_f32():
   """What XLA:CPU runs, not only what t5rank wrote: no pass between turns a product's bfloat16
   operands back into float32 (one did for both attention products of every encoder layer while
@@ -131,7 +118,7 @@ def test_every_product_of_the_compiled_step_reads_bf16_and_returns_f32():
   params = cast_params(random_params(config), "bfloat16")
   tokens = jnp.asarray(np.random.default_rng(0).integers(1, 500, (4, 32)), jnp.int32)
   step = jax.jit(lambda p, t: monot5.monot5_score(p, t, config=config, target_ids=TARGETS))
-  products = _compiled_products(step.lower(params, tokens).compile().as_text())
+  products = compiled_products(step.lower(params, tokens).compile().as_text())
   # the weights', and two attention products per encoder layer and per (folded) cross-attention;
   # the decoder's self-attention over its one position is elementwise work in the program
   attention = 2 * (config.num_encoder_layers + config.num_decoder_layers)

@@ -17,6 +17,7 @@ import pytest
 import t5rank
 from t5rank.models import tk
 from t5rank.models.tk_reranker import cast_matrices
+from t5rank.testing import compiled_products
 
 CONFIG = tk.TKConfig(vocab_size=300, embedding_dim=40, num_layers=2, num_heads=2, head_dim=12,
                      ff_dim=24, max_query_length=8, max_document_length=32)
@@ -78,6 +79,25 @@ def test_no_weight_matrix_is_converted_in_the_compiled_program(programs):
     assert re.search(r"\(param_0\.\d+: bf16\[[\d,]*\], param_1\.\d+: bf16\[[\d,]*\]\) -> f32\[",
                      fused.splitlines()[0]), fused.splitlines()[0]
   assert readers >= len(kernels)  # each kernel read at least once, by a product
+
+
+def test_every_product_of_the_compiled_program_reads_bf16_at_tks_widths():
+  """What XLA:CPU runs: at the shipped TK's widths (128, 4 heads of 32) every matrix product of the
+  compiled program takes bfloat16 and returns float32, but the two with the kernel weights (a
+  vector of 11). The attention products did not while they were transposed heads first in
+  bfloat16: XLA copied their operands in float32 and ran both in float32."""
+  config = tk.TKConfig(vocab_size=300, embedding_dim=128, num_layers=1, num_heads=4, head_dim=32,
+                       ff_dim=100, max_query_length=8, max_document_length=32)
+  params = cast_matrices(tk.init_tk_params(config, jax.random.PRNGKey(0)), "bfloat16")
+  network = lambda p, q, d: tk.TKNetwork(config, "bfloat16").apply({"params": p}, q, d)
+  products = compiled_products(
+      jax.jit(network).lower(params, QUERY, DOCUMENT).compile().as_text())
+  attention = [p for p in products if "/attention/..." in p[3]]
+  assert len(attention) == 2 * 2 * config.num_layers  # two per layer and side
+  assert all(p[:3] == ("f32", "bf16", "bf16") for p in attention), attention
+  # per layer and side ff_in, ff_out, q, k, v, out and the two einsums; the match matrix; W₁, W₂
+  assert len(products) == 2 * config.num_layers * 8 + 1 + 2
+  assert sum(p[:3] != ("f32", "bf16", "bf16") for p in products) == 2
 
 
 def test_float32_is_the_network_it_was_and_bfloat16_stays_close():
