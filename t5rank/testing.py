@@ -31,17 +31,19 @@ def micro_config(**overrides) -> T5Config:
   return get_config("tiny", **{**MICRO, **overrides})
 
 
-def compiled_products(hlo: str) -> list[tuple[str, str, str, str]]:
-  """(result type, lhs type, rhs type, the code it came from) of every matrix product (`dot`) of a
-  compiled program's text (`jax.jit(f).lower(...).compile().as_text()`), fused or not: what the
-  backend runs, after every pass that may change a product's operands."""
-  types = dict(re.findall(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\w+)\[", hlo, re.M))
+def compiled_products(hlo: str) -> list[tuple]:
+  """(result type, lhs type, rhs type, the code it came from, lhs shape, rhs shape) of every
+  `dot` of a compiled program's text (`jax.jit(f).lower(...).compile().as_text()`), fused or not:
+  the matrix products the backend runs, after every pass that may change their operands."""
+  typed = dict((name, (dtype, tuple(int(n) for n in dims.split(",") if n))) for name, dtype, dims
+               in re.findall(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\w+)\[([\d,]*)\]", hlo, re.M))
   products = []
   for line in hlo.splitlines():
     m = re.search(r"= (\w+)\[[^=]* dot\((%[\w.\-]+), (%[\w.\-]+)\)", line)
     if m:
       source = re.search(r'op_name="([^"]+)"', line)
-      products.append((m[1], types[m[2]], types[m[3]], source[1] if source else ""))
+      (lhs, lhs_shape), (rhs, rhs_shape) = typed[m[2]], typed[m[3]]
+      products.append((m[1], lhs, rhs, source[1] if source else "", lhs_shape, rhs_shape))
   return products
 
 

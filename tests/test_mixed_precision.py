@@ -25,10 +25,10 @@ BATCH, LENGTH = 3, 16
 TARGETS = (1176, 6136)
 
 
-def _scoring_step(dtype: str):
-  config = micro_config(**SIZES, dtype=dtype)
+def _scoring_step(dtype: str, sizes: dict = SIZES, batch: int = BATCH, length: int = LENGTH):
+  config = micro_config(**sizes, dtype=dtype)
   params = cast_params(random_params(config), dtype)
-  tokens = jnp.asarray(np.random.default_rng(0).integers(1, 500, (BATCH, LENGTH)), jnp.int32)
+  tokens = jnp.asarray(np.random.default_rng(0).integers(1, 500, (batch, length)), jnp.int32)
   step = jax.jit(lambda p, t: monot5.monot5_score(p, t, config=config, target_ids=TARGETS))
   return step, params, tokens, config
 
@@ -113,18 +113,16 @@ def test_every_product_of_the_compiled_step_reads_bf16_and_returns_f32():
   float32 too). One exception: the folded cross-attention's logits, (B, H, D) by (B, T, D) per
   decoder layer, which XLA:CPU computes in float32 whatever the einsum's form; H·D·T multiply-adds
   per pair and layer, 0.1% of T5-small's scoring FLOPs."""
-  config = micro_config(d_model=512, d_ff=2048, d_kv=64, num_heads=8, num_encoder_layers=1,
-                        num_decoder_layers=2, dtype="bfloat16")
-  params = cast_params(random_params(config), "bfloat16")
-  tokens = jnp.asarray(np.random.default_rng(0).integers(1, 500, (4, 32)), jnp.int32)
-  step = jax.jit(lambda p, t: monot5.monot5_score(p, t, config=config, target_ids=TARGETS))
+  step, params, tokens, config = _scoring_step(
+      "bfloat16", dict(d_model=512, d_ff=2048, d_kv=64, num_heads=8, num_encoder_layers=1,
+                       num_decoder_layers=2), batch=4, length=32)
   products = compiled_products(step.lower(params, tokens).compile().as_text())
   # the weights', and two attention products per encoder layer and per (folded) cross-attention;
   # the decoder's self-attention over its one position is elementwise work in the program
   attention = 2 * (config.num_encoder_layers + config.num_decoder_layers)
   assert len(products) == _weight_matrices(config) + attention
   exceptions = 0
-  for result, lhs, rhs, source in products:
+  for result, lhs, rhs, source, *_ in products:
     if source.endswith("._folded/bhd,btd->bht/dot_general"):
       exceptions += 1
       continue

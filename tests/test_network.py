@@ -221,3 +221,42 @@ def test_term_matching_heads_attend_to_the_other_copy():
     assert weights[head, 3, 3] < 0.01  # not to itself
   assert plain[:, 3, 7].max() < 0.3  # about 1/13 each
   np.testing.assert_allclose(weights[2:], plain[2:], atol=1e-6)  # the other heads are unchanged
+
+
+def test_attend_is_softmax_then_the_weighted_sum():
+  """`attend` divides by the weights' sum after the product; the numbers are softmax's. By hand:
+  logits (0, ln 3) weigh the values 4 and 8 by 1/4 and 3/4, 7."""
+  import flax.linen as nn
+  from t5rank.models.network import attend, matmul
+
+  by_hand = attend("bhqt,bthk->bhqk", jnp.log(jnp.array([1.0, 3.0])).reshape(1, 1, 1, 2),
+                   jnp.array([4.0, 8.0]).reshape(1, 2, 1, 1), jnp.float32)
+  np.testing.assert_allclose(np.asarray(by_hand).ravel(), [7.0], rtol=1e-6)
+
+  rng = np.random.default_rng(0)
+  logits = jnp.asarray(rng.normal(size=(2, 3, 4, 5)) * 3, jnp.float32)  # (B, H, T_q, T_k)
+  values = jnp.asarray(rng.normal(size=(2, 5, 3, 6)), jnp.float32)  # (B, T_k, H, K)
+  logits = logits.at[1, :, :, 3:].set(-1e10)  # masked keys
+  reference = lambda l, v: matmul("bhqt,bthk->bhqk", jax.nn.softmax(l, axis=-1), v, jnp.float32)
+  late = lambda l, v: attend("bhqt,bthk->bhqk", l, v, jnp.float32)
+  np.testing.assert_allclose(late(logits, values), reference(logits, values), atol=1e-6)
+  loss = lambda f: lambda l, v: jnp.sum(jnp.sin(f(l, v)))
+  for a, b in zip(jax.grad(loss(late), (0, 1))(logits, values),
+                  jax.grad(loss(reference), (0, 1))(logits, values)):
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+  class Both(nn.Module):  # the same dropout mask (one module, one rng) before or after dividing
+    @nn.compact
+    def __call__(self, l, v, divide_late: bool):
+      drop = nn.Dropout(0.5)
+      if divide_late:
+        return attend("bhqt,bthk->bhqk", l, v, jnp.float32, drop)
+      return matmul("bhqt,bthk->bhqk", drop(jax.nn.softmax(l, axis=-1), deterministic=False), v,
+                    jnp.float32)
+  rngs = {"dropout": jax.random.PRNGKey(1)}
+  dropped = Both().apply({}, logits, values, True, rngs=rngs)
+  np.testing.assert_allclose(dropped, Both().apply({}, logits, values, False, rngs=rngs), atol=1e-6)
+  assert not np.allclose(dropped, reference(logits, values), atol=1e-3)
+
+  with pytest.raises(ValueError, match="does not keep the logits' rows"):
+    attend("bhqt,bthk->bqhk", logits, values, jnp.float32)

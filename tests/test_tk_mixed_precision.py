@@ -97,7 +97,9 @@ def test_every_product_of_the_compiled_program_reads_bf16_at_tks_widths():
   assert all(p[:3] == ("f32", "bf16", "bf16") for p in attention), attention
   # per layer and side ff_in, ff_out, q, k, v, out and the two einsums; the match matrix; W₁, W₂
   assert len(products) == 2 * config.num_layers * 8 + 1 + 2
-  assert sum(p[:3] != ("f32", "bf16", "bf16") for p in products) == 2
+  others = [p for p in products if p[:3] != ("f32", "bf16", "bf16")]
+  assert len(others) == 2 and all(len(kernels) in p[4] + p[5] and p[1:3] == ("f32", "f32")
+                                  for p in others for kernels in [config.kernel_mus]), others
 
 
 def test_float32_is_the_network_it_was_and_bfloat16_stays_close():

@@ -71,16 +71,21 @@ def matmul(subscripts: str, a: Array, b: Array, dtype: jnp.dtype) -> Array:
 def attend(subscripts: str, logits: Array, values: Array, dtype: jnp.dtype,
            dropout: Optional[nn.Module] = None) -> Array:
   """softmax(logits) over the last axis, times `values` by `matmul(subscripts, ...)`, with the
-  softmax's division after the product: the product is linear in the weights, so dividing its
-  (..., T_q, K) result by each row's sum gives the same numbers (to float rounding) as dividing the
-  (..., T_q, T_k) weights, one pass over the weights fewer. `dropout` (elementwise, also linear)
-  is applied to the unnormalized weights."""
+  softmax's division after the product: the product is linear in the weights, so dividing each of
+  its rows by its weights' sum gives the same numbers (to float rounding) as dividing the weights,
+  one pass over the (..., T_k) weights fewer. `subscripts` must keep the logits' leading axes, in
+  order, and add one axis of `values` last (`bhqt,bthk->bhqk`: (B, H, T_q) rows of K); `dropout`
+  (elementwise, also linear) is applied to the unnormalized weights."""
   peak = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
   weights = jnp.exp(logits - peak)
   total = jnp.sum(weights, axis=-1, keepdims=True)
   if dropout is not None:
     weights = dropout(weights, deterministic=False)
-  return matmul(subscripts, weights, values, dtype) / total
+  out = matmul(subscripts, weights, values, dtype)
+  if out.ndim != logits.ndim or out.shape[:-1] != logits.shape[:-1]:
+    raise ValueError(f"attend: {subscripts!r} does not keep the logits' rows {logits.shape[:-1]} "
+                     f"first (gives {out.shape})")
+  return out / total
 
 
 class Dense(nn.Module):
