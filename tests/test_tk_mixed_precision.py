@@ -98,8 +98,9 @@ def test_every_product_of_the_compiled_program_reads_bf16_at_tks_widths():
   # per layer and side ff_in, ff_out, q, k, v, out and the two einsums; the match matrix; W₁, W₂
   assert len(products) == 2 * config.num_layers * 8 + 1 + 2
   others = [p for p in products if p[:3] != ("f32", "bf16", "bf16")]
-  assert len(others) == 2 and all(len(kernels) in p[4] + p[5] and p[1:3] == ("f32", "f32")
-                                  for p in others for kernels in [config.kernel_mus]), others
+  kernels = len(config.kernel_mus)  # W₁ and W₂ each weigh the 11 kernels
+  assert len(others) == 2, others
+  assert all(p[1:3] == ("f32", "f32") and kernels in p[4] + p[5] for p in others), others
 
 
 def test_float32_is_the_network_it_was_and_bfloat16_stays_close():
