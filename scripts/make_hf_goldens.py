@@ -24,6 +24,11 @@ transformers' PyTorch T5 in float32:
                                                 them (transformers' T5 tokenizer, truncation=True,
                                                 max_length=512) and hf_duot5's log P(true) of them
                                                 (`make_hf_goldens.py truncation` writes only it)
+  tests/golden/hf_rankt5/                       a tiny T5 v1.0 with T5's vocabulary saved as the
+                                                Hub's RankT5 conversions are (pytorch_model.bin)
+                                                and reference.json: four pairs' ids and the logit
+                                                of <extra_id_10> (32089) at the first decoder step
+                                                (`make_hf_goldens.py rankt5` writes only it)
 It then checks the other direction: t5rank's import and re-export of each checkpoint loads in
 transformers and gives the same logits, bit for bit (with transformers 5.x, in both config forms
 t5rank writes: 4.x and 5.x).
@@ -208,6 +213,51 @@ def write_duot5_golden() -> None:
     f.write("\n")
 
 
+# RankT5 as its conversions on the Hugging Face Hub publish it (Soyoung97/RankT5-base, -large, -3b:
+# a T5 v1.0 T5ForConditionalGeneration, config.json and pytorch_model.bin): the input "Query: q
+# Document: d" without EOS (google/rax examples/t5x/tasks.py), the score the logit of <extra_id_10>
+# (32089) at the first decoder step from start id 0
+RANKT5_SCORE_ID = 32089
+RANKT5_PAIRS = [("does car insurance cover theft", "Car insurance covers theft of the car."),
+                ("does car insurance cover theft", "Life insurance pays a death benefit."),
+                ("does car insurance cover theft", "Theft is not covered here."),
+                ("is my deductible per claim", "Yes, you pay the deductible each time you claim.")]
+
+
+def write_rankt5_golden() -> None:
+  """tests/golden/hf_rankt5/: a tiny random T5 v1.0 with T5's vocabulary saved as the Hub's RankT5
+  conversions are (pytorch_model.bin, torch's zip), and reference.json with each pair's texts,
+  ids and transformers' logit of 32089 at the first decoder step. d_model 8 keeps the file at 1 MB
+  (the embedding holds T5's 32,128 rows)."""
+  import sentencepiece
+
+  torch.manual_seed(11)
+  config = transformers.T5Config(vocab_size=32128, d_model=8, d_kv=4, d_ff=16, num_heads=2,
+                                 num_layers=2, num_decoder_layers=1, dropout_rate=0.0,
+                                 feed_forward_proj="relu", tie_word_embeddings=True,
+                                 pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+  model = transformers.T5ForConditionalGeneration(config).eval()
+  _perturb(model)
+  spm_path = os.path.join(os.path.dirname(__file__), os.pardir, "t5rank", "data", "t5_spiece.model")
+  spiece = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+  tokenizer = transformers.T5Tokenizer(vocab_file=spm_path)  # its 100 extra ids follow the pieces
+  assert tokenizer.convert_tokens_to_ids("<extra_id_10>") == RANKT5_SCORE_ID
+  rows = []
+  for query, document in RANKT5_PAIRS:
+    ids = spiece.encode(f"Query: {query} Document: {document}")  # no EOS
+    with torch.no_grad():
+      logits = model(input_ids=torch.tensor([ids]),
+                     decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits[0, 0]
+    rows.append({"query": query, "document": document, "ids": ids,
+                 "score": logits[RANKT5_SCORE_ID].item()})
+  directory = os.path.join(GOLDEN_DIR, "hf_rankt5")
+  model.save_pretrained(directory, safe_serialization=False)
+  with open(os.path.join(directory, "reference.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
+               "score_id": RANKT5_SCORE_ID, "pairs": rows}, f, indent=1)
+    f.write("\n")
+
+
 # monoT5 past max_length as pygaggle scores it (`MonoT5.rescore`, `T5BatchTokenizer`): transformers'
 # SentencePiece T5 tokenizer on "Query: q Document: d Relevant:" with truncation=True, max_length=512 (the first
 # 511 ids, then EOS), then the network; a short document too, cut by neither.
@@ -256,6 +306,9 @@ def main(only: tuple[str, ...] = ()) -> None:
   if only == ("truncation",):  # hf_truncation.json alone, from the hf_duot5 already written
     write_truncation_golden()
     return
+  if only == ("rankt5",):  # tests/golden/hf_rankt5 alone
+    write_rankt5_golden()
+    return
   models = {name: (overrides, False, False) for name, overrides in MODELS.items()}
   if GENERATION != "4":
     models[UNTIED_5X] = (MODELS["v1_1"], True, False)
@@ -275,6 +328,7 @@ def main(only: tuple[str, ...] = ()) -> None:
                         **bucket_tables())
     write_duot5_golden()
     write_truncation_golden()
+    write_rankt5_golden()
   with open(os.path.join(GOLDEN_DIR, f"{PREFIX}_goldens.json"), "w") as f:
     json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
                "models": {name: dict(overrides, untied_head=untie, mt5=mt5)

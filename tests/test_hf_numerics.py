@@ -32,7 +32,7 @@ GOLDENS = {"hf_v1_0": ("relu", True, True), "hf_v1_1": ("gated-gelu", False, Fal
 
 def test_both_generations_have_goldens():
   assert sorted(d for d in os.listdir(GOLDEN_DIR) if d.startswith("hf") and "." not in d) == \
-      sorted([*GOLDENS, "hf_duot5"])  # hf_duot5: tests/test_duot5.py
+      sorted([*GOLDENS, "hf_duot5", "hf_rankt5"])  # tests/test_duot5.py, test_rankt5_published.py
 
 
 @pytest.fixture(scope="module", params=sorted(GOLDENS))
