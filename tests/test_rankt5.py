@@ -1,13 +1,11 @@
 """RankT5's two families (#70): the Encoder-Decoder's score is the network's logit of <extra_id_10>
 (32089) at the first decoder step of `Query: q Document: d` (no EOS), read from Google's t5x layout;
-the Encoder-only's is a dense layer on the first encoder position; both score through `t5rank.load`
-and `t5rank score`."""
+the Encoder-only's is a dense layer on the first encoder position (every interface:
+tests/test_rankt5_interfaces.py; the published checkpoints: tests/test_rankt5_published.py)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -80,44 +78,6 @@ def rankt5_checkpoint(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("rankt5") / "model")
   save_checkpoint(path, params, config, {"model": "rankt5"})
   return path, config, params
-
-
-def test_t5rank_load_ranks_by_the_logit(rankt5_checkpoint):
-  import t5rank
-
-  path, config, params = rankt5_checkpoint
-  ranker = t5rank.load(path)
-  assert ranker.family == "rankt5"
-  vocab = load_vocabulary()
-  expected = [network_logit(config, params, by_hand_ids(vocab, QUERY, d), 32089)
-              for d in DOCUMENTS]
-  ranked = ranker.rank(QUERY, DOCUMENTS)
-  assert [r["corpus_id"] for r in ranked] == list(np.argsort(expected)[::-1])
-  np.testing.assert_allclose([r["score"] for r in ranked], sorted(expected, reverse=True),
-                             rtol=1e-5, atol=1e-5)
-  from t5rank.models import registry
-  assert registry.get("rankt5").reranker.log_probability is False
-
-
-def test_t5rank_score_writes_the_logits(rankt5_checkpoint, tmp_path):
-  path, config, params = rankt5_checkpoint
-  (tmp_path / "q.tsv").write_text(f"q1\t{QUERY}\n")
-  (tmp_path / "c.tsv").write_text("".join(f"d{i}\t{t}\n" for i, t in enumerate(DOCUMENTS)))
-  (tmp_path / "r.run").write_text("".join(f"q1 Q0 d{i} {i + 1} {-i} bm25\n" for i in range(3)))
-  result = subprocess.run(
-      [sys.executable, "-m", "t5rank.cli", "score", "--checkpoint", path, "--queries",
-       str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"), "--run",
-       str(tmp_path / "r.run"), "--window", "0", "-o", str(tmp_path / "out.run")],
-      capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  vocab = load_vocabulary()
-  expected = {f"d{i}": network_logit(config, params, by_hand_ids(vocab, QUERY, d), 32089)
-              for i, d in enumerate(DOCUMENTS)}
-  got = {line.split()[2]: float(line.split()[4])
-         for line in (tmp_path / "out.run").read_text().splitlines()}
-  assert got.keys() == expected.keys()
-  np.testing.assert_allclose([got[d] for d in expected], list(expected.values()), rtol=1e-4,
-                             atol=1e-4)
 
 
 def test_monot5_options_are_refused(rankt5_checkpoint):

@@ -74,7 +74,7 @@ class Service:
         "max_length": getattr(reranker, "max_length", None),
         "reads_first_stage_scores": reranker.reads_first_stage,
         "score": ("log P(relevant); normalized: P" if wire.is_log_probability(ranker.family)
-                  else "the model's score; normalized: sigmoid"),
+                  else "the model's score, not a log-probability; normalized: sigmoid"),
         "batch_tokens": ranker.batch_tokens, "window": ranker.options.window,
         "depth": ranker.options.depth,
         "warm_up": {"ready": batcher.ready.is_set(), **batcher.warm_up_report},
