@@ -3,6 +3,9 @@
 # weights, the same steps and 32 inputs a step; seeds 0, 1, 2; each scored on the first 1000
 # InsuranceQA test queries' candidates and evaluated against their qrels.
 #   bash benchmarks/experiments/rankt5_vs_monot5.sh DEMO_WORKDIR OUT [STEPS] [SETTING] [MODELS]
+# MODELS: of rankt5 (Encoder-Decoder), rankt5_encoder (Encoder-only: the same recipe with its
+# family and config, without term-matching heads, which initialize only the encoder-decoder) and
+# monot5; default "rankt5 monot5".
 # SETTING plain (default): neither reads the BM25 score (gin/experiments/rankt5_insuranceqa_cpu.gin
 # against tiny_insuranceqa_cpu.gin), each reranks the BM25 top 100; bm25: both read it in their
 # input and rerank each query's whole pool (about 200 answers), the demo's setting and its monoT5
@@ -15,7 +18,8 @@ set -euo pipefail
 D=${1:?a t5rank demo work directory}; OUT=${2:?an output directory}; STEPS=${3:-4000}
 MODELS=${5:-rankt5 monot5}
 for model in $MODELS; do
-  case $model in rankt5|monot5) ;; *) echo "MODELS are rankt5 and monot5, got $model" >&2; exit 2 ;; esac
+  case $model in rankt5|rankt5_encoder|monot5) ;;
+    *) echo "MODELS are rankt5, rankt5_encoder and monot5, got $model" >&2; exit 2 ;; esac
 done
 case "${4:-plain}" in
   plain) RANKT5=rankt5_insuranceqa_cpu.gin; MONOT5=tiny_insuranceqa_cpu.gin
@@ -41,11 +45,14 @@ for seed in 0 1 2; do
   for model in $MODELS; do
     case $model in
       rankt5) gin=$RANKT5; extra=() ;;
+      rankt5_encoder) gin=$RANKT5; extra=("--gin.MODEL_FAMILY='rankt5_encoder'"
+        "--gin.MODEL_CONFIG=@rankt5_encoder.RankT5EncoderConfig()"
+        "--gin.trainer.Init.term_matching_heads=0") ;;
       monot5) gin=$MONOT5; extra=(--gin.trainer.Loop.eval_fn=None) ;;
     esac
     timed "${model}_s$seed.train" "$T5RANK" train --gin_file="gin/experiments/$gin" \
-      --gin.MODEL_DIR="$OUT/${model}_s$seed" --gin.TRAIN_STEPS=$STEPS \
-      --gin.CHECKPOINT_EVERY=$STEPS --gin.SEED=$seed "${extra[@]}"
+      --gin.MODEL_DIR="$OUT/${model}_s$seed" --gin.TRAIN_STEPS="$STEPS" \
+      --gin.CHECKPOINT_EVERY="$STEPS" --gin.SEED=$seed "${extra[@]}"
   done
   for model in $MODELS; do
     timed "${model}_s$seed.score" "$T5RANK" score --checkpoint "$OUT/${model}_s$seed/final" \
