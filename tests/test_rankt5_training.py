@@ -68,6 +68,33 @@ def write_files(root):
                                          for q in queries for i in range(12)))
 
 
+def test_each_ranking_loss_is_the_one_the_trainer_minimizes(tmp_path, capsys):
+  """The same first step (seed, weights, lists) under RANKING_LOSS = %SOFTMAX, %POLY1 and
+  %PAIRWISE_LOGISTIC, as the trainer logs it: Poly-1 is the softmax loss plus epsilon (1) times
+  the mean of 1 - p(relevant), which Jensen's inequality bounds by 1 - exp(-softmax loss); the
+  pairwise loss is another number."""
+  import re
+
+  write_files(tmp_path)
+  first = {}
+  for loss in ("SOFTMAX", "POLY1", "PAIRWISE_LOGISTIC"):
+    argv = ["train", "--gin_file=gin/experiments/rankt5_tiny_cpu.gin",
+            f"--gin.MODEL_DIR={tmp_path / loss}", f"--gin.CORPUS={tmp_path / 'corpus.tsv'}",
+            f"--gin.TRAIN_QUERIES={tmp_path / 'queries.tsv'}",
+            f"--gin.TRAIN_QRELS={tmp_path / 'qrels.txt'}",
+            f"--gin.TRAIN_RUN={tmp_path / 'bm25.run'}", "--gin.TRAIN_STEPS=1",
+            "--gin.CHECKPOINT_EVERY=1", "--gin.LOG_EVERY=1", f"--gin.RANKING_LOSS=%{loss}",
+            "--gin.config.get_config.d_model=32", "--gin.config.get_config.d_ff=64",
+            "--gin.config.get_config.num_heads=2", "--gin.config.get_config.d_kv=16",
+            "--gin.config.get_config.num_encoder_layers=1",
+            "--gin.config.get_config.num_decoder_layers=1"]
+    assert cli.main(argv) == 0
+    first[loss] = float(re.search(r"step 1/1  loss (\S+)", capsys.readouterr().out)[1])
+  # Poly-1 - softmax = mean(1 - p_i) <= 1 - exp(-mean(-log p_i)) (Jensen), the log's 4 decimals
+  assert 0 < first["POLY1"] - first["SOFTMAX"] <= 1 - np.exp(-first["SOFTMAX"]) + 1e-4
+  assert abs(first["PAIRWISE_LOGISTIC"] - first["SOFTMAX"]) > 1e-3
+
+
 @pytest.mark.parametrize("family", ["rankt5", "rankt5_encoder"])
 def test_the_tiny_recipe_trains_two_steps_and_scores(tmp_path, capsys, family):
   import t5rank
