@@ -24,8 +24,8 @@ transformers' PyTorch T5 in float32:
                                                 them (transformers' T5 tokenizer, truncation=True,
                                                 max_length=512) and hf_duot5's log P(true) of them
                                                 (`make_hf_goldens.py truncation` writes only it)
-  tests/golden/hf_rankt5/                       a tiny T5 v1.0 with T5's vocabulary saved as the
-                                                Hub's RankT5 conversions are (pytorch_model.bin)
+  tests/golden/hf_rankt5/                       a tiny T5 v1.0 with T5's vocabulary in the files of
+                                                the Hub's RankT5 uploads (pytorch_model.bin)
                                                 and reference.json: four pairs' ids and the logit
                                                 of <extra_id_10> (32089) at the first decoder step
                                                 (`make_hf_goldens.py rankt5` writes only it)
@@ -213,10 +213,10 @@ def write_duot5_golden() -> None:
     f.write("\n")
 
 
-# RankT5 as its conversions on the Hugging Face Hub publish it (Soyoung97/RankT5-base, -large, -3b:
-# a T5 v1.0 T5ForConditionalGeneration, config.json and pytorch_model.bin): the input "Query: q
-# Document: d" without EOS (google/rax examples/t5x/tasks.py), the score the logit of <extra_id_10>
-# (32089) at the first decoder step from start id 0
+# RankT5 in the files of its uploads to the Hugging Face Hub (Soyoung97/RankT5-base, -large, -3b:
+# transformers T5 files, config.json and pytorch_model.bin), scored as Google's RankT5 is: the input
+# "Query: q Document: d" without EOS (google/rax examples/t5x/tasks.py), the score the logit of
+# <extra_id_10> (32089) at the first decoder step from start id 0
 RANKT5_SCORE_ID = 32089
 RANKT5_PAIRS = [("does car insurance cover theft", "Car insurance covers theft of the car."),
                 ("does car insurance cover theft", "Life insurance pays a death benefit."),
@@ -225,10 +225,10 @@ RANKT5_PAIRS = [("does car insurance cover theft", "Car insurance covers theft o
 
 
 def write_rankt5_golden() -> None:
-  """tests/golden/hf_rankt5/: a tiny random T5 v1.0 with T5's vocabulary saved as the Hub's RankT5
-  conversions are (pytorch_model.bin, torch's zip), and reference.json with each pair's texts,
-  ids and transformers' logit of 32089 at the first decoder step. d_model 8 keeps the file at 1 MB
-  (the embedding holds T5's 32,128 rows)."""
+  """tests/golden/hf_rankt5/: a tiny random T5 v1.0 with T5's vocabulary saved by transformers in
+  the files of the Hub's RankT5 uploads (pytorch_model.bin, torch's zip), and reference.json with
+  each pair's texts, ids and transformers' logit of 32089 at the first decoder step. d_model 8
+  keeps the file at 1 MB (the embedding holds T5's 32,128 rows)."""
   import sentencepiece
 
   torch.manual_seed(11)
@@ -306,7 +306,8 @@ def main(only: tuple[str, ...] = ()) -> None:
   if only == ("truncation",):  # hf_truncation.json alone, from the hf_duot5 already written
     write_truncation_golden()
     return
-  if only == ("rankt5",):  # tests/golden/hf_rankt5 alone
+  if only == ("rankt5",):  # tests/golden/hf_rankt5 alone (4.x, as the other hf_* goldens)
+    assert GENERATION == "4", "tests/golden/hf_rankt5 is written with transformers 4.x"
     write_rankt5_golden()
     return
   models = {name: (overrides, False, False) for name, overrides in MODELS.items()}

@@ -5,7 +5,6 @@ tests/test_rankt5_interfaces.py; the published checkpoints: tests/test_rankt5_pu
 
 from __future__ import annotations
 
-import os
 
 import jax.numpy as jnp
 import numpy as np
@@ -142,30 +141,3 @@ def test_a_model_trained_with_bm25_in_its_input_reads_the_runs_scores(tmp_path, 
     (ids,) = rankt5.encode_rankt5(vocab, [QUERY], [DOCUMENTS[1]], 48, [bm25[1]])
     np.testing.assert_allclose(got["d1"], network_logit(config, params, ids, 2), rtol=1e-4,
                                atol=1e-4)
-
-
-def test_the_encoder_only_score_is_a_dense_layer_on_the_first_position(tmp_path):
-  import t5rank
-  from t5rank.checkpoints import native
-  from t5rank.models import classifier, rankt5_encoder
-
-  t5_config = micro_config()
-  config = rankt5_encoder.RankT5EncoderConfig(t5=t5_config)
-  rng = np.random.default_rng(0)
-  params = {"t5": classifier.encoder_params(random_params(t5_config, seed=7)),
-            "head": {"kernel": rng.normal(0, 0.3, (32, 1)).astype(np.float32),
-                     "bias": np.array([0.25], np.float32)}}
-  path = str(tmp_path / "enc")
-  native.save_checkpoint(path, params, config, extra_metadata={"model": "rankt5_encoder"})
-  vocab = load_vocabulary()
-  expected = []
-  for d in DOCUMENTS:
-    encoded = T5(t5_config).apply({"params": params["t5"]}, jnp.asarray(
-        [by_hand_ids(vocab, QUERY, d)]), method=T5.encode)  # (1, L, 32)
-    h = np.asarray(encoded)[0, 0]  # the first position
-    expected.append(float(h @ params["head"]["kernel"][:, 0] + 0.25))
-  ranker = t5rank.load(path)
-  assert ranker.family == "rankt5_encoder"
-  ranked = ranker.rank(QUERY, DOCUMENTS)
-  np.testing.assert_allclose([r["score"] for r in ranked], sorted(expected, reverse=True),
-                             rtol=1e-5, atol=1e-5)

@@ -7,7 +7,6 @@ saying the score is not a log-probability), a stage of `t5rank rerank`, and PyTe
 from __future__ import annotations
 
 import math
-import os
 
 import jax.numpy as jnp
 import numpy as np
@@ -104,8 +103,8 @@ def test_t5rank_score_writes_the_score_by_hand(model, tmp_path):
   for q, query in QUERIES.items():
     scores = dict(got[q])
     assert scores.keys() == TEXTS.keys()
-    np.testing.assert_allclose([scores[d] for d in TEXTS], [by_hand(query, t) for t in TEXTS.values()],
-                               rtol=1e-5, atol=1e-5)
+    expected = [by_hand(query, t) for t in TEXTS.values()]
+    np.testing.assert_allclose([scores[d] for d in TEXTS], expected, rtol=1e-5, atol=1e-5)
 
 
 def test_serve_answers_the_score_by_hand_and_says_it_is_no_log_probability(model):
@@ -120,7 +119,8 @@ def test_serve_answers_the_score_by_hand_and_says_it_is_no_log_probability(model
                         json={"query": query, "texts": texts, "raw_scores": True}).json()
     assert [r["index"] for r in raw] == order
     np.testing.assert_allclose([r["score"] for r in raw], [expected[i] for i in order], atol=1e-5)
-    normalized = requests.post(running.url + "/rerank", json={"query": query, "texts": texts}).json()
+    normalized = requests.post(running.url + "/rerank",
+                               json={"query": query, "texts": texts}).json()
     sigmoid = [1 / (1 + math.exp(-expected[i])) for i in order]  # TEI's rule for a raw score
     np.testing.assert_allclose([r["score"] for r in normalized], sigmoid, atol=1e-5)
     cohere = requests.post(running.url + "/v1/rerank",
@@ -136,24 +136,28 @@ def test_serve_answers_the_score_by_hand_and_says_it_is_no_log_probability(model
 
 
 def test_a_cascade_stage_of_each_family_scores_as_by_hand(tmp_path):
-  """`t5rank rerank`: BM25, then the Encoder-Decoder over the top 5, then the Encoder-only over its
-  top 3: each stage's reranked candidates carry the score by hand."""
+  """`t5rank rerank`: a run of 6 candidates a query (tagged bm25), then the Encoder-Decoder over
+  its top 5, then the Encoder-only over the top 3 of that: each stage's reranked candidates carry
+  the score by hand, above the ones it kept."""
   by_hand = {name: SAVERS[name](str(tmp_path / name)) for name in SAVERS}
-  queries, corpus, _ = write_inputs(tmp_path)
-  assert cli.main(["rerank", "--queries", queries, "--corpus", corpus, "--bm25", "--stage",
+  queries, corpus, run = write_inputs(tmp_path)
+  assert cli.main(["rerank", "--queries", queries, "--corpus", corpus, "--run", run, "--stage",
                    f"rankt5={tmp_path / 'rankt5'}@5", "--stage",
-                   f"encoder={tmp_path / 'rankt5_encoder'}@3", "-o", str(tmp_path / "cascade")]) == 0
+                   f"encoder={tmp_path / 'rankt5_encoder'}@3", "-o",
+                   str(tmp_path / "cascade")]) == 0
   out = tmp_path / "cascade"
   for stage, before, family, depth in (("01_rankt5", "00_bm25", "rankt5", 5),
                                        ("02_encoder", "01_rankt5", "rankt5_encoder", 3)):
-    previous, run = read_run(str(out / f"{before}.run")), read_run(str(out / f"{stage}.run"))
+    previous = read_run(str(out / f"{before}.run"))
+    stage_run = read_run(str(out / f"{stage}.run"))
     for q, query in QUERIES.items():
+      assert len(previous[q]) == 6  # every stage keeps the candidates it did not rerank
       top = [d for d, _ in sorted(previous[q], key=lambda x: -x[1])[:depth]]
-      scores = dict(run[q])
+      scores = dict(stage_run[q])
       np.testing.assert_allclose([scores[d] for d in top], [by_hand[family](query, TEXTS[d])
                                                             for d in top], rtol=1e-5, atol=1e-5)
-      assert sorted(scores, key=lambda d: -scores[d])[:depth] == sorted(
-          top, key=lambda d: -scores[d])  # the reranked candidates stay on top
+      ranked = sorted(scores, key=lambda d: -scores[d])
+      assert set(ranked[:depth]) == set(top) and len(ranked) == 6  # the reranked on top, all kept
 
 
 def test_pyterrier_reranks_a_frame_by_the_score_by_hand(model):

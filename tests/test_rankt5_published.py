@@ -1,8 +1,8 @@
 """RankT5 as it is published (#70 item 3), read and scored equal to the computation of the framework
 it came from: tests/golden/hf_rankt5 (scripts/make_hf_goldens.py rankt5) is a tiny T5 v1.0 with
-T5's vocabulary saved by transformers as the Hub's conversions are (Soyoung97/RankT5-base, -large,
--3b: config.json, pytorch_model.bin), with transformers' logit of <extra_id_10> (32089) at the first
-decoder step of `Query: q Document: d` (no EOS) for four pairs. The same weights in the layout of
+T5's vocabulary saved by transformers in the files of the Hub's RankT5 uploads
+(Soyoung97/RankT5-base, -large, -3b: config.json, pytorch_model.bin), with transformers' logit of
+<extra_id_10> (32089) at the first decoder step of `Query: q Document: d` (no EOS) for four pairs. The same weights in the layout of
 Google's t5x checkpoints (gs://t5-data/pretrained_models/t5x/rankt5/*/checkpoint_N: msgpack and
 zarr) give the same scores. No network: the Hub's cache is written here."""
 
@@ -34,7 +34,8 @@ PAIRS = REFERENCE["pairs"]
 def test_the_golden_is_a_t5_v1_0_with_t5s_vocabulary_and_scores_that_differ():
   config, _ = load_checkpoint(GOLDEN)  # T5 1.0, as Google's RankT5: relu, the embedding tied
   assert (config.vocab_size, config.feed_forward, config.tie_embeddings) == (32128, "relu", True)
-  assert REFERENCE["score_id"] == 32089 and os.path.isfile(os.path.join(GOLDEN, "pytorch_model.bin"))
+  assert REFERENCE["score_id"] == 32089
+  assert os.path.isfile(os.path.join(GOLDEN, "pytorch_model.bin"))
   assert np.ptp([p["score"] for p in PAIRS]) > 0.1  # a wrong weight or token would show
 
 
@@ -51,7 +52,7 @@ def test_a_hub_conversion_from_the_cache_scores_transformers_logits(tmp_path, mo
   cache = tmp_path / "hub"
   files = {name: os.path.join(GOLDEN, name)
            for name in ("config.json", "generation_config.json", "pytorch_model.bin")}
-  files["spiece.model"] = DEFAULT_SPM_PATH  # the Hub repository's: T5's own
+  files["spiece.model"] = DEFAULT_SPM_PATH  # T5's, as the uploads' file of its size
   make_hub_cache(str(cache), REPO, files)
   monkeypatch.setenv("HF_HUB_CACHE", str(cache))
   monkeypatch.setenv("HF_HUB_OFFLINE", "1")

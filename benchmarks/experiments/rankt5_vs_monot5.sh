@@ -12,8 +12,8 @@
 # stage's (rankt5_insuranceqa_bm25_cpu.gin against tiny_insuranceqa_bm25_cpu.gin, the demo's
 # monoT5 recipe). Run again, it reuses the trained models (and refuses to overwrite the runs).
 # DEMO_WORKDIR: a `t5rank demo` work directory (runs/insuranceqa_cascade: its data/, bm25.run,
-# qrels.txt). Prints `t5rank evaluate`'s table of the BM25 run and the six reranked runs; each
-# step's seconds go to OUT/done.txt.
+# qrels.txt). Prints `t5rank evaluate`'s table of the BM25 run and the reranked runs (three a
+# model); each step's seconds go to OUT/done.txt.
 set -euo pipefail
 D=${1:?a t5rank demo work directory}; OUT=${2:?an output directory}; STEPS=${3:-4000}
 MODELS=${5:-rankt5 monot5}
