@@ -24,12 +24,18 @@ from t5rank.ranking.candidates import append_below, split_at_depth
 BEFORE = ("00_bm25", "01_dual_encoder", "02_tk", "03_monot5")  # the stages fused with it
 
 
-def fused_at_depth(directory: str, stage: str, depth: int, qrels=None, weights=None):
+def read_runs(directory: str, stage: str) -> tuple[list, dict, dict]:
+  """(the runs fused with the stage, monoT5's fusion, the stage's run) of one cascade directory."""
+  def read(name):
+    return read_run(os.path.join(directory, f"{name}.run"))
+  return [read(name) for name in BEFORE], read("03_monot5+fusion"), read(stage)
+
+
+def fused_at_depth(runs_read, depth: int, qrels=None, weights=None):
   """(weights, run) of the added stage's fusion row had it scored only the top `depth` of
-  monoT5's fusion: weights tuned on `qrels` unless given."""
-  own = [read_run(os.path.join(directory, f"{name}.run")) for name in BEFORE]
-  top, rest = split_at_depth(read_run(os.path.join(directory, "03_monot5+fusion.run")), depth)
-  scored = read_run(os.path.join(directory, f"{stage}.run"))
+  monoT5's fusion (`runs_read`: `read_runs`'s): weights tuned on `qrels` unless given."""
+  own, before, scored = runs_read
+  top, rest = split_at_depth(before, depth)
   scored = {q: [(d, s) for d, s in scored[q] if d in {x for x, _ in top[q]}] for q in top}
   runs = [scored_zscores(run, top) for run in own] + [scored_zscores(scored, top)]
   if weights is None:
@@ -53,9 +59,10 @@ def main() -> None:
   test_qrels = read_qrels(os.path.join(args.demo, "qrels.txt"))
   print(f"| depth of {stage} | weights (bm25, dual encoder, tk, monot5, {stage[3:]}) | "
         "validation MRR | test MRR |\n| --- | --- | --- | --- |")
+  valid_runs, test_runs = read_runs(valid_dir, stage), read_runs(test_dir, stage)  # read once
   for depth in (int(d) for d in args.depths.split(",")):
-    weights, valid = fused_at_depth(valid_dir, stage, depth, qrels=valid_qrels)
-    _, test = fused_at_depth(test_dir, stage, depth, weights=weights)
+    weights, valid = fused_at_depth(valid_runs, depth, qrels=valid_qrels)
+    _, test = fused_at_depth(test_runs, depth, weights=weights)
     print(f"| {depth} | {', '.join(f'{float(w):.2f}' for w in weights)} | "
           f"{per_query(valid_qrels, valid, ['MRR'])['MRR'].mean():.4f} | "
           f"{per_query(test_qrels, test, ['MRR'])['MRR'].mean():.4f} |", flush=True)
