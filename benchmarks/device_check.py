@@ -24,8 +24,8 @@ reported as such and the others go on):
   end to end  `t5rank score` with T5-base (random weights) in bfloat16, first run and from the
               compilation cache (with --profile DIR, that one under cProfile): pairs/s against the step's
   TK vs monoT5  paper-size TK (300-d, 16 heads, random weights) on the same pairs as T5-base
-  cascade     `t5rank rerank` with the demo's cascade (the shipped dual encoder, TK, monoT5, duoT5,
-              each fused by the demo's weights) on the same queries: every row's MRR
+  cascade     `t5rank rerank` with the demo's cascade (the shipped dual encoder, TK, monoT5,
+              RankT5, duoT5, each fused by the demo's weights) on the same queries: every row's MRR
               and largest score difference against the CPU's run (for a stage over the top K of
               the one before, also over the queries whose top K is the same on both devices),
               each stage's time and pairs/s, first run and again from the compilation cache

@@ -26,15 +26,17 @@ def test_the_device_check_runs_every_section_on_a_cpu(tmp_path):
   cascade = [r for r in rows if r[0] == "| cascade" and r[1].endswith(" MRR")]
   assert [r[1] for r in cascade] == [f"first run: {name} MRR" for name in (
       "bm25", "dual_encoder", "dual_encoder+fusion", "tk", "tk+fusion", "monot5", "monot5+fusion",
-      "duot5", "duot5+fusion")]
+      "rankt5", "rankt5+fusion", "duot5", "duot5+fusion")]
   for row in cascade:
     cpu_mrr, difference = re.search(r"CPU ([0-9.]+); max \|d score\| ([0-9.e+-]+)", row[3]).groups()
     assert float(row[2]) == float(cpu_mrr) and float(difference) == 0, row
-  # a stage over the top 10 of the one before, compared where both devices gave it the same 10
+  # a stage over the top K of the one before, compared where both devices gave it the same K
   same = [r for r in rows if r[0] == "| cascade" and ", same top " in r[1]]
   assert [r[1] for r in same] == [
-      "first run: duot5, same top 10 of monot5+fusion on both devices: max |d score|"]
-  assert same[0][2] == "0" and same[0][3].rstrip(" |") == "0 of 6 queries' top 10 differ", same
+      "first run: rankt5, same top 50 of monot5+fusion on both devices: max |d score|",
+      "first run: duot5, same top 10 of rankt5+fusion on both devices: max |d score|"]
+  for row, depth in zip(same, (50, 10)):
+    assert row[2] == "0" and row[3].rstrip(" |") == f"0 of 6 queries' top {depth} differ", row
   assert {r[1] for r in rows if r[0] == "| T5-base cascade"} >= {
       "first run: monot5", "first run: duot5"}
   assert measures["precision", "monoT5 float32, first run: max |d log P| vs CPU run"] == "0"

@@ -1,5 +1,5 @@
-"""`t5rank demo`: the cascade BM25 → dual encoder → TK → monoT5 → duoT5 on InsuranceQA with the
-shipped models, fusion weights tuned on validation queries and applied unchanged to the test
+"""`t5rank demo`: the cascade BM25 → dual encoder → TK → monoT5 → RankT5 → duoT5 on InsuranceQA
+with the shipped models, fusion weights tuned on validation queries and applied unchanged to the test
 queries; what it writes is what `t5rank rerank` gives for the same stages; `--retrain` trains every
 model by its recipe, duoT5 from the new monoT5."""
 
@@ -18,7 +18,7 @@ from t5rank.pipelines import insuranceqa_provisioning as provisioning
 from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE, MODELS, XPR_CASCADE, XPR_MODELS
 from t5rank.training import gin_config
 
-DEPTHS = (12, 12, 6, 3)
+DEPTHS = (12, 12, 6, 4, 3)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +32,11 @@ def demo(tmp_path_factory):
 def test_the_demo_runs_the_shipped_models_and_fuses_with_validation_weights(demo):
   workdir, results = demo
   assert {n: m["source"] for n, m in results["models"].items()} == {
-      "dual_encoder": "shipped", "tk": "shipped", "monot5": "shipped", "duot5": "shipped"}
+      "dual_encoder": "shipped", "tk": "shipped", "monot5": "shipped", "rankt5": "shipped",
+      "duot5": "shipped"}
   assert [r["name"] for r in results["evaluation"]["stages"]] == [
       "bm25", "dual_encoder", "dual_encoder+fusion", "tk", "tk+fusion", "monot5", "monot5+fusion",
-      "duot5", "duot5+fusion"]
+      "rankt5", "rankt5+fusion", "duot5", "duot5+fusion"]
   assert results["queries"] == 3 and results["evaluation"]["queries"] == 3
   valid = json.loads(open(os.path.join(workdir, "valid_cascade", "results.json")).read())
   assert valid["evaluation"]["queries"] == 5
@@ -43,11 +44,11 @@ def test_the_demo_runs_the_shipped_models_and_fuses_with_validation_weights(demo
     assert entry["weights"] == valid["fusion"][row]["weights"]  # tuned there, applied here
     assert "tuning_MRR" in valid["fusion"][row] and "tuning_MRR" not in entry
   assert results["fusion"]["weights"]["duot5+fusion"]["runs"] == [
-      "bm25", "dual_encoder", "tk", "monot5", "duot5"]
+      "bm25", "dual_encoder", "tk", "monot5", "rankt5", "duot5"]
   assert os.path.getsize(os.path.join(workdir, "results.png")) > 10_000
   # every test query keeps its whole pool, reranked at each depth
   bm25 = read_run(os.path.join(workdir, "cascade", "00_bm25.run"))
-  final = read_run(os.path.join(workdir, "cascade", "04_duot5+fusion.run"))
+  final = read_run(os.path.join(workdir, "cascade", "05_duot5+fusion.run"))
   assert {q: sorted(d for d, _ in docs) for q, docs in final.items()} == {
       q: sorted(d for d, _ in docs) for q, docs in bm25.items()}
 
@@ -109,7 +110,7 @@ def test_the_shipped_weights_are_the_runs_only_with_its_models_depths_and_querie
                                         dict(models, **changed))
 
   assert found() is not None
-  assert found(depths=(1000, 1000, 100, 10)) is None and found(queries=200) is None
+  assert found(depths=(1000, 1000, 1000, 100, 10)) is None and found(queries=200) is None
   assert found(duot5=dict(models["duot5"], source="trained")) is None  # --retrain
   assert found(tk=dict(models["tk"], recipe_sha256="0" * 64)) is None  # another recipe
   distilled = [("tk_distilled", "tk_distilled") if row == "tk" else (row, m)
@@ -187,9 +188,9 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
   trained = {}
   for model in MODELS:
     provisioning.prepare(model, str(tmp_path), retrain=True, trained=trained)
-  assert [c[0] for c in calls] == ["dual_encoder", "tk", "monot5", "duot5"]
+  assert [c[0] for c in calls] == ["dual_encoder", "tk", "monot5", "rankt5", "duot5"]
   assert all(c[3] for c in calls)
-  assert calls[3][2] == [f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"]
+  assert calls[4][2] == [f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"]
   # a binding changes every recipe: nothing shipped fits, each is trained (no --retrain needed)
   calls.clear()
   trained = {}
@@ -201,6 +202,7 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
   init = f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"
   assert [c[2] for c in calls] == [["TRAIN_STEPS = 2"], ["TRAIN_STEPS = 2"],
                                    ["TRAIN_STEPS = 16000", "TRAIN_STEPS = 2"],
+                                   ["TRAIN_STEPS = 32000", "TRAIN_STEPS = 2"],
                                    ["TRAIN_STEPS = 2", init]]
   assert "TRAIN_STEPS = 2\n" in gin_config.recipe([calls[2][1][0]], calls[2][2])["gin"]
   # without either, the shipped models, whose recipes are the repository's
@@ -270,8 +272,9 @@ def test_distil_puts_a_tk_distilled_from_the_fused_teacher_in_tks_place(tmp_path
       gin_files, [], teacher_sha256=teacher_recipe_sha256(teacher))["sha256"]}
   assert [r["name"] for r in results["evaluation"]["stages"]] == [
       "bm25", "dual_encoder", "dual_encoder+fusion", "tk_distilled", "tk_distilled+fusion",
-      "monot5", "monot5+fusion", "duot5", "duot5+fusion"]
-  assert results["depths"] == {"dual_encoder": 12, "tk_distilled": 12, "monot5": 6, "duot5": 3}
+      "monot5", "monot5+fusion", "rankt5", "rankt5+fusion", "duot5", "duot5+fusion"]
+  assert results["depths"] == {"dual_encoder": 12, "tk_distilled": 12, "monot5": 6, "rankt5": 4,
+                               "duot5": 3}
   assert results["teacher"]["source"] == "made" and results["teacher"]["pairs"] == teacher["pairs"]
   # the same command again reuses the teacher's scores
   scores = os.path.join(workdir, "teacher", "scores.run")

@@ -20,7 +20,7 @@ NAMES = shipped.names()
 
 
 def test_the_demo_models_are_shipped():
-  assert {"monot5", "duot5", "tk", "dual_encoder"} <= set(NAMES)  # the English cascade's
+  assert {"monot5", "rankt5", "duot5", "tk", "dual_encoder"} <= set(NAMES)  # the English cascade's
   assert {"xpr_pretrained", "xpr_monot5", "xpr_dual_encoder_xpi", "xpr_dual_encoder"} <= set(NAMES)
 
 

@@ -5,7 +5,7 @@ the validation queries as the cascade tunes them, the rest kept below), validati
 What a smaller depth would cost before paying for its scoring; duoT5 after it is not rerun.
 
     python benchmarks/experiments/cascade_plus_stage.py runs/insuranceqa_cascade \
-        rankt5=/tmp/rk32/rankt5_s0/final /tmp/rk32/casc_s0
+        rankt5_s0=/tmp/rk32/rankt5_s0/final /tmp/rk32/casc_s0
     python benchmarks/experiments/added_stage_depth.py /tmp/rk32/casc_s0 runs/insuranceqa_cascade
 """
 

@@ -1,13 +1,15 @@
-"""The demo's cascade (BM25 → the dual encoder → TK → monoT5 → duoT5, the shipped models) with one
-more reranker stage after monoT5, e.g. a RankT5 model: every stage's fusion weights tuned anew on
-the first 1,000 InsuranceQA validation queries (as `t5rank demo` tunes them), then the test
-queries with those weights. The test cascade starts from a finished `t5rank demo` work directory,
-whose first stages (BM25, the dual encoder, TK, monoT5) are reused when run from the same
-checkout, so only the new stage and duoT5 are scored.
+"""The demo's cascade (BM25 → the dual encoder → TK → monoT5 → RankT5 → duoT5, the shipped models)
+with one more reranker stage after monoT5, e.g. another RankT5 model: every stage's fusion weights
+tuned anew on the first 1,000 InsuranceQA validation queries (as `t5rank demo` tunes them), then
+the test queries with those weights. The test cascade starts from a finished `t5rank demo` work
+directory, whose first stages (BM25, the dual encoder, TK, monoT5) are reused when run from the
+same checkout, so only the new stage and those after it are scored. BENCHMARKS.md's runs of it were
+made before RankT5 joined the demo, from the checkout of cd09f3d, whose cascade had no RankT5
+stage.
 
     t5rank demo      # runs/insuranceqa_cascade
     python benchmarks/experiments/cascade_plus_stage.py runs/insuranceqa_cascade \
-        rankt5=/tmp/rk8/rankt5_s0/final OUT
+        rankt5_s0=/tmp/rk8/rankt5_s0/final OUT
 
 Prints the validation and the test tables; OUT/valid_cascade and OUT/cascade hold every stage's
 run and results.json.
@@ -33,6 +35,9 @@ def stages(extra: RerankStage) -> list[RerankStage]:
   """The demo's rerankers at its depths, `extra` (all candidates unless it says) after monoT5,
   each fused with the stages before it."""
   job = ENGLISH_CASCADE
+  if (extra.name or "extra") in {row for row, _ in job.rerankers}:
+    raise SystemExit(f"the demo's cascade has a row {extra.name!r} already: name the stage "
+                     "otherwise (NAME=CHECKPOINT)")
   out = []
   for (row, model), depth in zip(job.rerankers, job.depths):
     out.append(RerankStage(f"shipped:{model}", depth, row, fuse=True))

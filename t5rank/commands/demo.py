@@ -1,11 +1,11 @@
 """`t5rank demo`: the main job -- InsuranceQA v2's test pools through the cascade BM25 → the dual
-encoder → TK → monoT5 → duoT5, with the models t5rank ships.
+encoder → TK → monoT5 → RankT5 → duoT5, with the models t5rank ships.
 
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
-    t5rank demo --retrain               # train the four models anew first (about an hour)
+    t5rank demo --retrain               # train the five models anew first (about 2 hours)
     t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
     t5rank demo --num-queries 200       # a quick try
-    t5rank demo --depth 1000,1000,100,5   # monoT5 over the fused top 100, duoT5 over the top 5
+    t5rank demo --depth 1000,1000,100,20,5   # monoT5 over the fused top 100, RankT5 20, duoT5 5
     t5rank demo --cross-lingual         # English/Chinese queries and answers (XPR): BM25 → the
                                         # dual encoder → monoT5, shipped models (minutes)
     t5rank demo --monot5-only           # the single-model job: BM25 vs BM25+monoT5 vs their hybrid
@@ -13,22 +13,24 @@ encoder → TK → monoT5 → duoT5, with the models t5rank ships.
 
 The cascade (`t5rank.pipelines.insuranceqa_cascade`): exports the InsuranceQA v2 test split
 (English), ranks each query's answer pool (~200 answers) with BM25 (k1 0.9, b 0.4), reranks all of
-it with the dual encoder, then with TK, then with monoT5, and the fused top 10 with duoT5
-(--depth, one depth per reranker); after each reranker its scores are fused with every stage
-before it (z-scores, `t5rank fuse`), the weights tuned on the first --tune-queries (1,000)
-validation queries and applied unchanged to the test queries: those tuned with the shipped models
-ship with them (t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the
-validation queries first (--retrain, --distil, a --gin binding, another --tune-queries, other
---depth). It prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests
-against BM25 and against the row before, Bonferroni; time and pairs/s) and writes each stage's run
+it with the dual encoder, then with TK, then with monoT5, the fused top 50 with RankT5 (listwise
+softmax loss) and the fused top 10 with duoT5 (--depth, one depth per reranker); after each
+reranker its scores are fused with every stage before it (z-scores, `t5rank fuse`), the weights
+tuned on the first --tune-queries (1,000) validation queries and applied unchanged to the test
+queries: those tuned with the shipped models ship with them
+(t5rank/shipped/insuranceqa_cascade_weights.json), else the same cascade runs on the validation
+queries first (--retrain, --distil, a --gin binding, another --tune-queries, other --depth). It
+prints every stage and every fusion (MRR, MRR@10, P@1, nDCG@10, MAP, paired t-tests against BM25
+and against the row before, Bonferroni; time and pairs/s) and writes each stage's run
 (WORKDIR/cascade), results.json and results.png. The models are the shipped ones (t5rank/shipped,
 `shipped:NAME`: their recipes are the repository's gin files), else, with --retrain or a
 --gin.NAME=VALUE binding (it applies to every model's recipe after the model's own, e.g.
 --gin.TRAIN_STEPS=20 for a try), trained by those recipes in WORKDIR/dual_encoder, WORKDIR/tk,
-WORKDIR/monot5, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training resumes, a model of the
-same recipe is reused; on 2 cores the dual encoder trains in about 9 minutes, TK 15, monoT5
-(16,000 steps) 18, duoT5 5, then the validation cascade tunes the weights in 5). The same
-command run again reuses every stage that is done.
+WORKDIR/monot5, WORKDIR/rankt5, WORKDIR/duot5 (duoT5 from that monoT5; interrupted training
+resumes, a model of the same recipe is reused; on 2 cores the dual encoder trains in about 9
+minutes, TK 15, monoT5 (16,000 steps) 18, RankT5 (32,000 steps) 51, duoT5 5, then the
+validation cascade tunes the weights in 6). The same command run again reuses every stage that is
+done.
 
 --distil puts a distilled TK in TK's place (docs/distillation.md): the teacher, BM25, TK and monoT5
 fused with the weights .05, .55, .4, scores each InsuranceQA training question's relevant answers
@@ -93,7 +95,7 @@ def depths(text: str) -> tuple[int, ...]:
 
 def add_parser(subparsers) -> None:
   p = subparsers.add_parser("demo", help="the main job: InsuranceQA v2 through BM25, the dual "
-                                         "encoder, TK, monoT5, duoT5",
+                                         "encoder, TK, monoT5, RankT5, duoT5",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("-o", "--output", dest="workdir", metavar="DIR",
                  help=f"where data, index, models, runs and results go (default: "
@@ -103,7 +105,7 @@ def add_parser(subparsers) -> None:
   p.add_argument("--depth", type=depths, metavar="K,K,...",
                  help="candidates each reranker reranks per query (default: "
                       f"{','.join(map(str, ENGLISH_CASCADE.depths))}: the dual encoder, TK, monoT5 "
-                      "the whole pool of ~200, duoT5 the top 10; "
+                      "the whole pool of ~200, RankT5 the top 50, duoT5 the top 10; "
                       "with --cross-lingual two, the dual encoder's and monoT5's: "
                       f"{','.join(map(str, XPR_CASCADE.depths))}; with --monot5-only one "
                       f"number, the BM25 candidates monoT5 reranks: {DEFAULT_DEPTH}, every answer "

@@ -1,20 +1,20 @@
 """The main job as a cascade: InsuranceQA v2's test pools through BM25 → the dual encoder → TK →
-monoT5 → duoT5, each stage fused with the stages before it by weights tuned on validation queries
-(`t5rank demo`).
+monoT5 → RankT5 → duoT5, each stage fused with the stages before it by weights tuned on validation
+queries (`t5rank demo`).
 
     test split ─► BM25 over each query's answer pool (k1 0.9, b 0.4), all of it (~200 answers)
-    ─► the models: the shipped ones (t5rank/shipped: the dual encoder, TK, monoT5, duoT5 from that
-       monoT5) when the repository's recipes are theirs, else trained by those recipes in
-       WORKDIR/NAME (reused and resumed as `t5rank train` does; `retrain` trains all four anew,
+    ─► the models: the shipped ones (t5rank/shipped: the dual encoder, TK, monoT5, RankT5, duoT5
+       from that monoT5) when the repository's recipes are theirs, else trained by those recipes
+       in WORKDIR/NAME (reused and resumed as `t5rank train` does; `retrain` trains all five anew,
        duoT5 from the new monoT5)
     ─► the fusion weights: those shipped with the models (t5rank/shipped/
        insuranceqa_cascade_weights.json, tuned on the first 1,000 validation queries) when every
        model is the shipped one, at the shipped depths and number of validation queries (not
        with `distil`); else the cascade on the first
        job.tune_queries validation queries (WORKDIR/valid_cascade): the dual encoder and TK over
-       the pool, monoT5 over the fused top DEPTHS[2] (the pool), duoT5 over the fused top
-       DEPTHS[3] (10); after each reranker the fusion of it and every stage before it (z-scores,
-       weights tuned there: best MRR)
+       the pool, monoT5 over the fused top DEPTHS[2] (the pool), RankT5 over the fused
+       top DEPTHS[3] (50), duoT5 over the fused top DEPTHS[4] (10); after each reranker the
+       fusion of it and every stage before it (z-scores, weights tuned there: best MRR)
        with `distil`: the teacher, BM25 + TK + monoT5 fused with TEACHER_WEIGHTS, scores each
        training question's relevant answers and 20 of its pool's once (WORKDIR/teacher,
        `t5rank teacher`'s code), TK is trained on its score margins (Margin-MSE,
