@@ -30,13 +30,12 @@ def test_the_device_check_runs_every_section_on_a_cpu(tmp_path):
   for row in cascade:
     cpu_mrr, difference = re.search(r"CPU ([0-9.]+); max \|d score\| ([0-9.e+-]+)", row[3]).groups()
     assert float(row[2]) == float(cpu_mrr) and float(difference) == 0, row
-  # a stage over the top K of the one before, compared where both devices gave it the same K
+  # a stage over the top 10 of the one before, compared where both devices gave it the same 10
+  # (RankT5's top 50 holds all 30 candidates of each tiny query: nothing to compare there)
   same = [r for r in rows if r[0] == "| cascade" and ", same top " in r[1]]
   assert [r[1] for r in same] == [
-      "first run: rankt5, same top 50 of monot5+fusion on both devices: max |d score|",
       "first run: duot5, same top 10 of rankt5+fusion on both devices: max |d score|"]
-  for row, depth in zip(same, (50, 10)):
-    assert row[2] == "0" and row[3].rstrip(" |") == f"0 of 6 queries' top {depth} differ", row
+  assert same[0][2] == "0" and same[0][3].rstrip(" |") == "0 of 6 queries' top 10 differ", same
   assert {r[1] for r in rows if r[0] == "| T5-base cascade"} >= {
       "first run: monot5", "first run: duot5"}
   assert measures["precision", "monoT5 float32, first run: max |d log P| vs CPU run"] == "0"
