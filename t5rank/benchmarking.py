@@ -177,7 +177,7 @@ def scoring_batches(reranker, mesh, ids: Sequence[Sequence[int]], options: Scori
   with the default token budget of `mesh`; items index into `ids`."""
   from t5rank.ranking.devices import default_batch_tokens
 
-  batch_tokens = options.batch_tokens or default_batch_tokens(mesh)
+  batch_tokens = options.batch_tokens or default_batch_tokens(mesh, reranker.width)
   batches = []
   for first in range(0, len(ids), options.shard_size):
     for batch in reranker.batches(ids[first:first + options.shard_size],

@@ -42,7 +42,7 @@ class Ranker:
     self.reranker, self.checkpoint, self.options = reranker, checkpoint, options
     self.dtype = dtype or "float32"
     self.mesh = scoring_mesh(options.mesh_shape)
-    self.batch_tokens = options.batch_tokens or default_batch_tokens(self.mesh)
+    self.batch_tokens = options.batch_tokens or default_batch_tokens(self.mesh, reranker.width)
     self.params = place_params(params, reranker.param_axes(), self.mesh)
     self.device = self.mesh.devices.flat[0].platform
     self._jax = jax

@@ -1,5 +1,6 @@
 """What a device computes and what it compiles: the precision of matrix products reaches the
-compiled scoring step, and JAX's persistent compilation cache serves a second run.
+compiled scoring step, JAX's persistent compilation cache serves a second run, and a CPU's batch
+holds more tokens for a narrower T5 (the same scores).
 
 On a GPU, JAX computes float32 matrix products in TF32 unless told otherwise; `--precision float32`
 (the default for float32 weights) tells it. A CPU computes float32 products whatever the setting,
@@ -20,7 +21,9 @@ import pytest
 from t5rank.models.monot5 import MonoT5, score_step
 from t5rank.models.t5_weights import save_checkpoint
 from t5rank.models.vocab import load_vocabulary
+from t5rank.models.dual_encoder import T5DualEncoderConfig, T5DualEncoderReranker
 from t5rank.ranking import scorer
+from t5rank.ranking.devices import default_batch_tokens, scoring_mesh
 from t5rank.testing import micro_config, random_params
 
 CONFIG = micro_config()
@@ -115,3 +118,36 @@ def test_bfloat16_on_a_cpu_without_its_instructions_is_said_to_be_emulated():
   assert bfloat16_note("float32", "cpu", zen3) is None
   assert bfloat16_note("bfloat16", "gpu", zen3) is None
   assert bfloat16_note("bfloat16", "cpu", set()) is None  # flags unknown: nothing claimed
+
+
+def test_a_narrower_t5_takes_more_tokens_a_batch_on_a_cpu():
+  mesh = scoring_mesh()
+  groups = mesh.shape["data"]
+  assert default_batch_tokens(mesh) == 2048 * groups
+  # T5-small's width and wider: the CPU's 2048 tokens; narrower: 512 // d_model times that
+  assert [default_batch_tokens(mesh, width) // groups for width in (512, 768, 1024, 100, 64)] == \
+      [2048, 2048, 2048, 5 * 2048, 16384]
+  monot5 = MonoT5(micro_config(d_model=32), load_vocabulary(), (1176, 6136), max_length=32)
+  assert monot5.width == 32
+  options = scorer.ScoringOptions()
+  key = scorer.scoring_key(monot5, random_params(monot5.config), options, model_id="m")
+  assert key["batch_tokens"] == 16 * 2048 * groups
+  t5_dual_encoder = T5DualEncoderConfig(t5=micro_config(d_model=64), vocabulary="v.model")
+  assert T5DualEncoderReranker(t5_dual_encoder, None).width == 64
+  # a GPU keeps its own size whatever the width
+  gpu = type("Mesh", (), {"devices": np.array([type("D", (), {"platform": "gpu"})()]),
+                          "shape": {"data": 1}})()
+  assert default_batch_tokens(gpu, 64) == 131072
+
+
+def test_the_larger_batches_give_the_same_scores():
+  reranker = MonoT5(CONFIG, load_vocabulary(), (1176, 6136), max_length=64)
+  params = random_params(CONFIG, std=0.2)
+  rng = np.random.default_rng(0)
+  words = "car home policy claim premium life health annuity renters deductible".split()
+  passages = [" ".join(rng.choice(words, size=rng.integers(1, 40))) for _ in range(60)]
+  queries = ["what does car insurance cover"] * len(passages)
+  assert default_batch_tokens(scoring_mesh(), reranker.width) > 2048 * scoring_mesh().shape["data"]
+  big, _ = scorer.score_pairs(reranker, params, queries, passages)
+  small, _ = scorer.score_pairs(reranker, params, queries, passages, batch_tokens=128)
+  np.testing.assert_allclose(big, small, rtol=0, atol=1e-5)

@@ -360,6 +360,10 @@ class T5DualEncoderReranker(DualEncoderReranker):
   def __init__(self, config: T5DualEncoderConfig, vocab):
     self.config, self.vocab = config, vocab
 
+  @property
+  def width(self) -> int:
+    return self.config.t5.d_model
+
   def _ids(self, texts, length: int) -> list[np.ndarray]:
     distinct = list(dict.fromkeys(texts))
     ids = {t: np.asarray(i[:length - 1] + [EOS_ID], np.int32)

@@ -75,6 +75,10 @@ class TokenIdsReranker(Reranker):
   def param_axes(self):
     return param_axes(self.config)
 
+  @property
+  def width(self) -> int:
+    return self.config.d_model
+
 
 class MonoT5(TokenIdsReranker):
   """monoT5 as a `Reranker`: `Query: q Document: d Relevant:` (with `bm25_in_input`, `Query: q BM25:

@@ -46,6 +46,9 @@ class Reranker(abc.ABC):
   # its normalized score) or any real number, higher better (the service's normalized score is its
   # sigmoid). Serve and the cascade read it; nothing lists the families of either kind.
   log_probability: bool = False
+  # The width of its activations per token (T5's d_model), which sizes its batches on a CPU
+  # (`t5rank.ranking.devices.default_batch_tokens`); None: the CPU's default size.
+  width: Optional[int] = None
 
   @abc.abstractmethod
   def encode(self, queries: Sequence[str], passages: Sequence[str],

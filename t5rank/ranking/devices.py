@@ -93,14 +93,23 @@ def scoring_mesh(mesh_shape: Sequence[int] = (-1, 1)):
   return create_mesh(mesh_shape, jax.local_devices())
 
 
-def default_batch_tokens(mesh) -> int:
+# T5-small's d_model: the width at which the CPU's 2048 tokens per batch were measured fastest
+CPU_REFERENCE_WIDTH = 512
+
+
+def default_batch_tokens(mesh, width: Optional[int] = None) -> int:
   """Padded tokens per batch: 2048 per data-parallel group of the mesh on a CPU (small, cache-sized
-  batches were fastest there), 131072 on a GPU (T5-base's step on an H200 reaches a larger share of
-  the bfloat16 peak than at 32768; BENCHMARKS.md "On a GPU"), 16384 per TPU core (16 GiB of memory
-  on a v3).
+  batches were fastest there for T5-small), times CPU_REFERENCE_WIDTH // `width` for a narrower
+  model (its `Reranker.width`: a batch of the same activation bytes holds more tokens; the demo's
+  T5s of width 64 take 16384; BENCHMARKS.md "Batch size on the CPU"); 131072 on a GPU (T5-base's
+  step on an H200 reaches a larger share of the bfloat16 peak than at 32768; BENCHMARKS.md "On a
+  GPU"), 16384 per TPU core (16 GiB of memory on a v3).
   A group is one device on an (n, 1) mesh; on a (d, m) mesh each of the d groups of m devices
   computes its rows together, each device holding 1/m of the weights."""
-  per_group = {"cpu": 2048, "gpu": 131072}.get(mesh.devices.flat[0].platform, 16384)
+  platform = mesh.devices.flat[0].platform
+  per_group = {"cpu": 2048, "gpu": 131072}.get(platform, 16384)
+  if platform == "cpu" and width:
+    per_group *= max(1, CPU_REFERENCE_WIDTH // width)
   return per_group * mesh.shape["data"]
 
 

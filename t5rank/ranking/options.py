@@ -104,7 +104,9 @@ OPTIONS = (
            "(default: bfloat16 with --dtype bfloat16, else float32). Refused on a CPU, which "
            "computes float32 products in float32 whatever is asked", choices=PRECISIONS),
     Option("batch_tokens", "padded tokens per batch, over all local devices (default: 2048 per "
-           "CPU device, 131072 per GPU, 16384 per TPU core, per data-parallel group of --mesh)",
+           "CPU device for a T5 of T5-small's width or wider, 512 // d_model times that for a "
+           "narrower one (16384 for the demo's T5s); 131072 per GPU, 16384 per TPU core; per "
+           "data-parallel group of --mesh)",
            type=positive_int),
     Option("length_bucket", "pad lengths to multiples of N: fewer shapes to compile (worth it on a "
            "GPU or TPU, where each compilation takes seconds), more padding (default: the "

@@ -178,7 +178,7 @@ def scoring_key(reranker: Reranker, params, options: ScoringOptions, *, model_id
   key = {"weights": model_id, "params_sha256": params_sha256 or params_fingerprint(params),
          **reranker.fingerprint(), **dataclasses.asdict(options),
          "batch_tokens": options.batch_tokens or default_batch_tokens(
-             scoring_mesh(options.mesh_shape))}
+             scoring_mesh(options.mesh_shape), reranker.width)}
   for name in RUN_OPTIONS + NEUTRAL_OPTIONS:
     key.pop(name)
   return key
@@ -329,8 +329,8 @@ def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Se
   mesh = mesh if mesh is not None else scoring_mesh()
   device_params = place_params(params, reranker.param_axes(), mesh)
   examples = reranker.encode(queries, passages, first_stage)
-  batches = reranker.batches(examples, batch_tokens=batch_tokens or default_batch_tokens(mesh),
-                             row_multiple=mesh.shape["data"])
+  batch_tokens = batch_tokens or default_batch_tokens(mesh, reranker.width)
+  batches = reranker.batches(examples, batch_tokens=batch_tokens, row_multiple=mesh.shape["data"])
   with jax.default_matmul_precision(precision):
     return score_batches(reranker, reranker.shard_state(device_params, examples, mesh=mesh),
                          batches, len(examples), mesh=mesh)

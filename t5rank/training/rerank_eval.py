@@ -156,7 +156,7 @@ class RerankEval:
       reranker = self.reranker(config)
       mesh = trained_mesh if trained_mesh is not None else scoring_mesh()
       examples = reranker.encode(self.queries, self.passages, self.first_stage)
-      batches = reranker.batches(examples, batch_tokens=default_batch_tokens(mesh),
+      batches = reranker.batches(examples, batch_tokens=default_batch_tokens(mesh, reranker.width),
                                  row_multiple=mesh.shape["data"])
       self._prepared = {key: (reranker, mesh, examples, batches)}
     reranker, mesh, examples, batches = self._prepared[key]
