@@ -12,8 +12,8 @@ A frame with `qid, query, docno, text` (and `score` from the stage before) goes 
 come out with `score` (`t5rank.load(...).rank`'s: `t5rank score`'s score) and `rank` (from 0,
 PyTerrier's convention), each query's rows sorted best first. The incoming `score` is kept as
 `first_stage_score` the first time a t5rank transformer sees the frame: a model that reads each
-candidate's BM25 score in its input (the shipped monoT5 and duoT5) reads it from there, whatever
-stages came between. PyTerrier's transformers run without Java.
+candidate's BM25 score in its input (the shipped monoT5, RankT5 and duoT5) reads it from there,
+whatever stages came between. PyTerrier's transformers run without Java.
 """
 
 from __future__ import annotations

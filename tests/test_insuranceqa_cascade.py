@@ -171,13 +171,13 @@ def test_ship_fusion_weights_takes_a_demos_tuned_weights_of_the_shipped_models(d
 
 @pytest.fixture
 def training(monkeypatch):
-  """The (model, gin files, bindings, retrain) of each model the job would train; the shipped model
-  of that name stands for the trained one."""
+  """The (model, gin files, bindings, retrain) of each model the job would train; each is said to
+  be trained to MODEL_DIR/final."""
   calls = []
 
   def prepare_model(model_dir, gin_files, bindings, *, retrain=False, extra=None):
     calls.append((os.path.basename(model_dir), gin_files, list(bindings), retrain))
-    return shipped.path(os.path.basename(model_dir)), True
+    return os.path.join(model_dir, "final"), True
 
   monkeypatch.setattr(provisioning, "prepare_model", prepare_model)
   return calls
@@ -190,7 +190,7 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
     provisioning.prepare(model, str(tmp_path), retrain=True, trained=trained)
   assert [c[0] for c in calls] == ["dual_encoder", "tk", "monot5", "rankt5", "duot5"]
   assert all(c[3] for c in calls)
-  assert calls[4][2] == [f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"]
+  assert calls[4][2] == [f"INIT_CHECKPOINT = {os.path.join(str(tmp_path), 'monot5', 'final')!r}"]
   # a binding changes every recipe: nothing shipped fits, each is trained (no --retrain needed)
   calls.clear()
   trained = {}
@@ -199,7 +199,7 @@ def test_retrain_trains_every_model_by_its_recipe_duot5_from_the_new_monot5(tmp_
                                    trained=trained)
     assert info["source"] == "trained"
   # after the model's own (monoT5's 16,000 steps), so that the command line's wins
-  init = f"INIT_CHECKPOINT = {shipped.path('monot5')!r}"
+  init = f"INIT_CHECKPOINT = {os.path.join(str(tmp_path), 'monot5', 'final')!r}"
   assert [c[2] for c in calls] == [["TRAIN_STEPS = 2"], ["TRAIN_STEPS = 2"],
                                    ["TRAIN_STEPS = 16000", "TRAIN_STEPS = 2"],
                                    ["TRAIN_STEPS = 32000", "TRAIN_STEPS = 2"],
@@ -383,11 +383,11 @@ def test_the_cross_lingual_models_train_from_the_pretrained_one_and_the_first_st
   assert [c[0] for c in calls] == ["xpr_pretrained", "xpr_monot5", "xpr_dual_encoder_xpi",
                                    "xpr_dual_encoder"]
   assert calls[0][2] == ["TRAIN_STEPS = 7"]
-  assert calls[1][2] == [f"INIT_CHECKPOINT = {shipped.path('xpr_pretrained')!r}"]
+  assert calls[1][2] == [f"INIT_CHECKPOINT = {str(tmp_path / 'xpr_pretrained' / 'final')!r}"]
   assert calls[1][3]  # from a model trained now: trained anew too
   assert calls[2][2] == ["MIXTURE_OR_TASK_NAME = 'xpi_enzh'", "TRAIN_STEPS = 2000",
                          "TRAIN_STEPS = 5"]  # the later binding of a name wins
-  assert calls[3][2] == [f"INIT_CHECKPOINT = {shipped.path('xpr_dual_encoder_xpi')!r}"]
+  assert calls[3][2] == [f"INIT_CHECKPOINT = {str(tmp_path / 'xpr_dual_encoder_xpi' / 'final')!r}"]
   assert calls[3][3]
 
 

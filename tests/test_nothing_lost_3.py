@@ -298,9 +298,9 @@ def test_a_demo_gin_typo_is_refused_before_any_work(tmp_path, capsys):
   assert not (tmp_path / "w").exists()
   message = fail(["demo", "--output", str(tmp_path / "w"), "--gin.TRAIN_STEPZ=3"], capsys)
   assert "TRAIN_STEPZ" in message and not (tmp_path / "w").exists()
-  assert fail(["demo", "--depth", "5", "--output", str(tmp_path / "w")],
+  assert fail(["demo", "--depth", "50,10", "--output", str(tmp_path / "w")],
               capsys).startswith("t5rank demo: --depth: 5 numbers, DUAL_ENCODER,TK,MONOT5,RANKT5,"
-                                 "DUOT5, got 5")
+                                 "DUOT5, got 50,10")
 
 
 def test_a_misshaped_checkpoint_is_one_line(tmp_path, capsys):

@@ -2,7 +2,7 @@
 encoder → TK → monoT5 → RankT5 → duoT5, with the models t5rank ships.
 
     t5rank demo                         # all 2,000 test queries; shipped models (minutes)
-    t5rank demo --retrain               # train the five models anew first (about 2 hours)
+    t5rank demo --retrain               # train the five models anew first (about 105 minutes)
     t5rank demo --distil                # the cascade with TK distilled from BM25+TK+monoT5
     t5rank demo --num-queries 200       # a quick try
     t5rank demo --depth 1000,1000,100,20,5   # monoT5 over the fused top 100, RankT5 20, duoT5 5

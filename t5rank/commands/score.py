@@ -34,8 +34,9 @@ def add_parser(subparsers) -> None:
   p.add_argument("-o", "--output", required=True, help="the reranked TREC run to write")
   p.add_argument("--first-stage-run", metavar="RUN",
                  help="for a model that reads each candidate's BM25 score in its input (the "
-                 "shipped monoT5 and duoT5): the BM25 run those scores come from, when --run is "
-                 "another stage's ranking (e.g. duoT5 over monoT5's run; default: --run's scores)")
+                 "shipped monoT5, RankT5 and duoT5): the BM25 run those scores come from, when "
+                 "--run is another stage's ranking (e.g. duoT5 over monoT5's run; default: "
+                 "--run's scores)")
   options.add_arguments(p, "corpus")
   renamed(p, "--sentence-language", "--language", "language")
   p.add_argument("--cpu-devices", type=int,

@@ -44,8 +44,8 @@ def write_report(record: CascadeJobRecord, depths: Sequence[int], tune_queries: 
     results["languages"] = language_report(
         record.qrels, {name: read_run(path) for name, path in test["runs"].items()},
         record.data["xpr.json"])
-  names = {"tk_distilled": "TK distilled", "tk": "TK", "monot5": "monoT5", "duot5": "duoT5",
-           "dual_encoder": "the dual encoder"}
+  names = {"tk_distilled": "TK distilled", "tk": "TK", "monot5": "monoT5", "rankt5": "RankT5",
+           "duot5": "duoT5", "dual_encoder": "the dual encoder"}
   chain = " → ".join(f"{names.get(row, row)} (top {depth})" for row, depth in zip(rows, depths))
   plot_cascade(test["evaluation"], results["files"]["chart"],
                f"{job.data.name}, {len(record.queries)} queries:\nBM25 → {chain},\neach fused "

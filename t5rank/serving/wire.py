@@ -11,9 +11,9 @@
                      CohereRerank with a base_url)
 
 Both take `first_stage_scores` (one BM25 score per text), which a model trained with the BM25
-score in its input (the shipped monoT5 and duoT5) needs. Fields the shapes define but t5rank has no
-use for (TEI's `truncate`, Cohere's `model`, `max_chunks_per_doc`, `max_tokens_per_doc`) and
-unknown fields are ignored:
+score in its input (the shipped monoT5, RankT5 and duoT5) needs. Fields the shapes define but
+t5rank has no use for (TEI's `truncate`, Cohere's `model`, `max_chunks_per_doc`,
+`max_tokens_per_doc`) and unknown fields are ignored:
 a text is always cut to the model's max_length, as `t5rank score` cuts it.
 
 `score` (TEI with raw_scores) is the score `t5rank score` writes; the normalized score (TEI's
