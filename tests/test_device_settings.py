@@ -18,10 +18,10 @@ import jaxlib
 import numpy as np
 import pytest
 
+from t5rank.models.dual_encoder import T5DualEncoderConfig, T5DualEncoderReranker
 from t5rank.models.monot5 import MonoT5, score_step
 from t5rank.models.t5_weights import save_checkpoint
 from t5rank.models.vocab import load_vocabulary
-from t5rank.models.dual_encoder import T5DualEncoderConfig, T5DualEncoderReranker
 from t5rank.ranking import scorer
 from t5rank.ranking.devices import default_batch_tokens, scoring_mesh
 from t5rank.testing import micro_config, random_params

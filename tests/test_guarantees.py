@@ -49,7 +49,9 @@ def score(params, output, **kwargs):
 
 def test_nan_weights_fail_the_score_command_and_write_nothing(tmp_path):
   params = random_params(CONFIG, std=0.2)
-  params["encoder"]["layers_0"]["mlp"]["wi"]["kernel"][0, 0] = np.nan
+  # after the ReLU: a NaN before it may become 0 there (max(NaN, 0) is 0 or NaN with the
+  # vectorization, which follows the batch's shape); x · NaN is NaN whatever x
+  params["encoder"]["layers_0"]["mlp"]["wo"]["kernel"][0, 0] = np.nan
   save_checkpoint(str(tmp_path / "ckpt"), params, CONFIG)
   output = tmp_path / "out.run"
   with pytest.raises(SystemExit, match=r"t5rank score: 2 of 2 scores are not finite, e.g. query "
