@@ -24,7 +24,7 @@ import shutil
 
 from t5rank.data.readers import read_corpus, read_qrels, read_queries, read_run
 from t5rank.pipelines.cascade import run_cascade
-from t5rank.pipelines.cascade_spec import FusionSource, RerankStage, parse_stage
+from t5rank.pipelines.cascade_spec import FusionSource, RerankStage, check_stages, parse_stage
 from t5rank.pipelines.insuranceqa_cascade import tuning_set
 from t5rank.pipelines.insuranceqa_catalogue import ENGLISH_CASCADE
 from t5rank.pipelines.insuranceqa_pools import BM25_B, BM25_K1
@@ -35,9 +35,6 @@ def stages(extra: RerankStage) -> list[RerankStage]:
   """The demo's rerankers at its depths, `extra` (all candidates unless it says) after monoT5,
   each fused with the stages before it."""
   job = ENGLISH_CASCADE
-  if (extra.name or "extra") in {row for row, _ in job.rerankers}:
-    raise SystemExit(f"the demo's cascade has a row {extra.name!r} already: name the stage "
-                     "otherwise (NAME=CHECKPOINT)")
   out = []
   for (row, model), depth in zip(job.rerankers, job.depths):
     out.append(RerankStage(f"shipped:{model}", depth, row, fuse=True))
@@ -55,7 +52,10 @@ def main() -> None:
   parser.add_argument("output", help="a new directory")
   args = parser.parse_args()
   job = ENGLISH_CASCADE
-  cascade = stages(parse_stage(args.stage))
+  try:  # every checkpoint found and every row named once (the demo's rows are taken), before work
+    cascade = check_stages(stages(parse_stage(args.stage)), "bm25")
+  except (ValueError, FileNotFoundError) as e:
+    raise SystemExit(f"cascade_plus_stage: {e}") from None
   if os.path.exists(args.output) and os.listdir(args.output):
     raise SystemExit(f"{args.output} is not empty: give a new directory")
   os.makedirs(args.output, exist_ok=True)
