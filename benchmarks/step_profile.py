@@ -168,4 +168,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+  from t5rank.allocator import keep_freed_memory
+
+  keep_freed_memory()  # as the t5rank command does
   main()
