@@ -41,6 +41,20 @@ def test_a_list_is_the_positive_and_distinct_negatives_of_its_pool():
   np.testing.assert_array_equal(next(second)["mask"], resumed["mask"])
 
 
+def test_list_accuracy_counts_a_list_when_its_relevant_document_scores_strictly_highest():
+  from t5rank.training.listwise import list_accuracy
+
+  labels = np.array([[1, 0, 0, 0]] * 4, np.float32)  # the relevant document first, as lists are
+  mask = np.array([[1, 1, 1, 1]] * 3 + [[1, 1, 0, 0]], bool)
+  scores = np.array([[2.0, 1.0, 0.5, 1.9],  # relevant highest: counted
+                     [1.0, 1.0, 0.0, 0.0],  # tied with a negative: a miss
+                     [0.0, 0.0, 0.0, 0.0],  # all alike (an untrained model): a miss
+                     [1.0, 0.5, 9.0, 9.0]], np.float32)  # the 9s are padding: counted
+  assert float(list_accuracy(scores, labels, mask)) == 0.5
+  assert float(list_accuracy(np.zeros((3, 36), np.float32), np.eye(36, dtype=np.float32)[[0] * 3],
+                             np.ones((3, 36), bool))) == 0.0
+
+
 def test_a_scored_tables_lists_carry_each_documents_first_stage_score():
   from t5rank.data.ranking_lists import list_batches, ranking_list
   from t5rank.data.sources import TripleTable

@@ -57,10 +57,12 @@ def _task_source(task_name: str):
 
 
 def list_accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
-  """The share of lists whose highest-scored real document is a relevant one."""
-  best = jnp.argmax(jnp.where(mask, scores, -jnp.inf), axis=-1)  # (B,)
-  return jnp.mean((jnp.take_along_axis(labels, best[:, None], axis=-1)[:, 0] > 0)
-                  .astype(jnp.float32))
+  """The share of lists whose best relevant real document scores strictly above every other real
+  document: a tie is a miss, so a model that scores all documents alike (the relevant one is
+  first in every list, `t5rank.data.ranking_lists`) ranks none first."""
+  best_relevant = jnp.max(jnp.where(mask & (labels > 0), scores, -jnp.inf), axis=-1)  # (B,)
+  best_other = jnp.max(jnp.where(mask & (labels <= 0), scores, -jnp.inf), axis=-1)
+  return jnp.mean((best_relevant > best_other).astype(jnp.float32))
 
 
 class Listwise(Trainable):

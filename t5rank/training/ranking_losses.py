@@ -6,12 +6,15 @@ Every loss takes `scores` (B, m) (the model's s_i), `labels` (B, m) (y_i >= 0; R
 for the relevant document, 0 for the sampled negatives) and `mask` (B, m) (False = padding, no
 document), and returns the mean over the B lists of each list's loss. The forms are those of Rax
 (google/rax `rax/_src/losses.py`), the library the RankT5 authors' T5X recipe (google/rax
-examples/t5x) trains with; departures are said where they happen. Only padding differs from Rax's
-T5X recipe: it sums the lists' losses and divides by a constant (`loss_normalizing_factor`), here
-the mean over lists (a constant factor; Adafactor's updates barely depend on it).
+examples/t5x) trains with, called as that recipe calls them (`reduce_fn=jnp.sum`, Rax's default
+labels: the softmax's y_i as they are, Poly-1's P_t on y_i / sum_j y_j). Only the reduction
+differs: the recipe sums the lists' losses and divides by a constant (`loss_normalizing_factor`),
+here the mean over the lists that hold a relevant document (a constant factor for RankT5's lists,
+each of which holds one; Adafactor's updates barely depend on it).
 
-Worked by hand in each docstring with s = (ln 2, 0, 0), y = (1, 0, 0); tests/test_ranking_losses.py
-checks the same numbers.
+Worked by hand in each docstring with s = (ln 2, 0, 0), y = (1, 0, 0), and with graded labels
+y = (2, 1, 0), where Rax's functions (rax 0.4.0, `reduce_fn=jnp.sum`) give the same numbers;
+tests/test_ranking_losses.py checks them.
 """
 
 from __future__ import annotations
@@ -43,15 +46,20 @@ def _masked_log_softmax(scores: jax.Array, mask: jax.Array) -> jax.Array:
 def softmax_cross_entropy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
   """The listwise softmax cross entropy (RankT5 section 4, "Softmax"):
 
-      l(s, y) = - sum_i y_i / (sum_j y_j) * log( e^{s_i} / sum_j e^{s_j} )
+      l(s, y) = - sum_i y_i * log( e^{s_i} / sum_j e^{s_j} )
 
   By hand: s = (ln 2, 0, 0), y = (1, 0, 0): e^s = (2, 1, 1), the relevant document's softmax is
   2 / 4 = 1/2, l = -ln(1/2) = ln 2 = 0.693147. With one relevant document per list this is the
-  cross entropy of picking it out of the m."""
+  cross entropy of picking it out of the m. Graded, y = (2, 1, 0): -(2 ln(1/2) + ln(1/4)) =
+  4 ln 2 = 2.772589."""
   scores, labels = scores.astype(jnp.float32), labels.astype(jnp.float32)
   log_p = jnp.where(mask, _masked_log_softmax(scores, mask), 0.0)  # 0 where padding (not -inf)
-  per_list = -jnp.sum(_label_distribution(labels, mask) * log_p, axis=-1)
-  return _list_mean(per_list, labels, mask)
+  return _list_mean(_cross_entropy(labels, log_p, mask), labels, mask)
+
+
+def _cross_entropy(labels: jax.Array, log_p: jax.Array, mask: jax.Array) -> jax.Array:
+  """- sum_i y_i log p_i over each list's real documents (B,)."""
+  return -jnp.sum(jnp.where(mask, labels, 0.0) * log_p, axis=-1)
 
 
 def poly1_softmax(scores: jax.Array, labels: jax.Array, mask: jax.Array,
@@ -59,17 +67,16 @@ def poly1_softmax(scores: jax.Array, labels: jax.Array, mask: jax.Array,
   """Poly-1 (Leng et al., ICLR 2022, "PolyLoss", (2): the cross entropy plus epsilon (1 - P_t)),
   on the listwise softmax (RankT5 section 4, "Poly1"):
 
-      l(s, y) = softmax_cross_entropy(s, y) + epsilon * (1 - sum_i y_i / (sum_j y_j) * p_i),
-      p_i = e^{s_i} / sum_j e^{s_j}
+      l(s, y) = softmax_cross_entropy(s, y) + epsilon * (1 - P_t),
+      P_t = sum_i y_i / (sum_j y_j) * p_i,  p_i = e^{s_i} / sum_j e^{s_j}
 
   `epsilon` 1.0 as Rax's `poly1_softmax_loss` defaults it (gin: POLY1_EPSILON).
-  By hand: s = (ln 2, 0, 0), y = (1, 0, 0), epsilon 1: ln 2 + (1 - 1/2) = 1.193147."""
+  By hand: s = (ln 2, 0, 0), y = (1, 0, 0), epsilon 1: ln 2 + (1 - 1/2) = 1.193147. Graded,
+  y = (2, 1, 0): 4 ln 2 + (1 - (2/3 * 1/2 + 1/3 * 1/4)) = 4 ln 2 + 7/12 = 3.355922."""
   scores, labels = scores.astype(jnp.float32), labels.astype(jnp.float32)
   log_p = jnp.where(mask, _masked_log_softmax(scores, mask), 0.0)
-  target = _label_distribution(labels, mask)
-  cross_entropy = -jnp.sum(target * log_p, axis=-1)
-  p_t = jnp.sum(target * jnp.where(mask, jnp.exp(log_p), 0.0), axis=-1)
-  return _list_mean(cross_entropy + epsilon * (1.0 - p_t), labels, mask)
+  p_t = jnp.sum(_label_distribution(labels, mask) * jnp.where(mask, jnp.exp(log_p), 0.0), axis=-1)
+  return _list_mean(_cross_entropy(labels, log_p, mask) + epsilon * (1.0 - p_t), labels, mask)
 
 
 def pairwise_logistic(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
@@ -77,9 +84,11 @@ def pairwise_logistic(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> 
 
       l(s, y) = sum_i sum_j 1[y_i > y_j] * log(1 + e^{-(s_i - s_j)})
 
-  summed over the list's ordered pairs of real documents (Rax's form), then averaged over lists.
+  summed over the list's ordered pairs of real documents (Rax's form with the recipe's
+  `reduce_fn=jnp.sum`; Rax's default would take their mean), then averaged over lists.
   By hand: s = (ln 2, 0, 0), y = (1, 0, 0): the pairs (1, 2) and (1, 3), each
-  log(1 + e^{-ln 2}) = ln(3/2), l = 2 ln 1.5 = 0.810930."""
+  log(1 + e^{-ln 2}) = ln(3/2), l = 2 ln 1.5 = 0.810930. Graded, y = (2, 1, 0): also the pair
+  (2, 3), log(1 + e^0) = ln 2: l = 2 ln 1.5 + ln 2 = 1.504077."""
   scores, labels = scores.astype(jnp.float32), labels.astype(jnp.float32)
   difference = scores[..., :, None] - scores[..., None, :]  # (B, m, m): s_i - s_j
   pairs = ((labels[..., :, None] > labels[..., None, :])
