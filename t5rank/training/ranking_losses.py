@@ -43,6 +43,11 @@ def _masked_log_softmax(scores: jax.Array, mask: jax.Array) -> jax.Array:
   return jax.nn.log_softmax(jnp.where(mask, scores, -jnp.inf), axis=-1)
 
 
+def _cross_entropy(labels: jax.Array, log_p: jax.Array, mask: jax.Array) -> jax.Array:
+  """- sum_i y_i log p_i over each list's real documents (B,)."""
+  return -jnp.sum(jnp.where(mask, labels, 0.0) * log_p, axis=-1)
+
+
 def softmax_cross_entropy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
   """The listwise softmax cross entropy (RankT5 section 4, "Softmax"):
 
@@ -55,11 +60,6 @@ def softmax_cross_entropy(scores: jax.Array, labels: jax.Array, mask: jax.Array)
   scores, labels = scores.astype(jnp.float32), labels.astype(jnp.float32)
   log_p = jnp.where(mask, _masked_log_softmax(scores, mask), 0.0)  # 0 where padding (not -inf)
   return _list_mean(_cross_entropy(labels, log_p, mask), labels, mask)
-
-
-def _cross_entropy(labels: jax.Array, log_p: jax.Array, mask: jax.Array) -> jax.Array:
-  """- sum_i y_i log p_i over each list's real documents (B,)."""
-  return -jnp.sum(jnp.where(mask, labels, 0.0) * log_p, axis=-1)
 
 
 def poly1_softmax(scores: jax.Array, labels: jax.Array, mask: jax.Array,
