@@ -195,7 +195,8 @@ class Ranker:
                                     row_multiple=self.mesh.shape["data"],
                                     length_bucket=self.options.length_bucket)
     with self._jax.default_matmul_precision(self.options.precision):
-      state = self.reranker.shard_state(self.params, examples, mesh=self.mesh)
+      state = self.reranker.shard_state(self.params, examples, mesh=self.mesh,
+                                        batch_tokens=self.batch_tokens)
       scores, p = score_batches(self.reranker, state, batches, len(examples), mesh=self.mesh)
     if not np.all(np.isfinite(scores)):
       raise FloatingPointError(f"{self.checkpoint} gave a NaN or infinite score")

@@ -578,6 +578,13 @@ def test_t5rank_score_ranks_by_the_cosine_the_index_computes(tmp_path, variant):
                    corpus_file(tmp_path), "--run", str(tmp_path / "cand.run"), "--output",
                    str(out), "--window", "0"]) == 0
   scored = read_run(str(out))
+  # each shard's distinct texts encoded once, in batches of one text, pairs in batches of 8 rows
+  small = tmp_path / "small.run"
+  assert cli.main(["score", "--checkpoint", checkpoint, "--queries", str(queries), "--corpus",
+                   corpus_file(tmp_path), "--run", str(tmp_path / "cand.run"), "--output",
+                   str(small), "--window", "0", "--batch-tokens", "8", "--shard-size", "3"]) == 0
+  for q, docs in read_run(str(small)).items():
+    np.testing.assert_allclose([s for _, s in docs], [s for _, s in scored[q]], atol=1e-6)
   index = DenseRetriever.build({d: Document(t) for d, t in TEXTS.items()}, encoder_path=checkpoint)
   cosines = index.retrieve({"q1": "car insurance", "q2": "death benefit of a life policy"},
                            candidates={q: [(d, 0.0) for d in ds] for q, ds in candidates.items()})

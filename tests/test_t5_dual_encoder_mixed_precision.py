@@ -48,18 +48,24 @@ def test_every_product_of_the_scoring_step_is_bf16_operands_to_f32(checkpoint):
              if getattr(path[-1], "key", "") == "kernel"]
   assert kernels and {str(x.dtype) for x in kernels} == {"bfloat16"}
   assert params["scale"].dtype == params["bias"].dtype == jnp.float32
-  (batch,) = reranker.batches(reranker.encode(QUERIES, ANSWERS), batch_tokens=4096)
-  stablehlo = dual_encoder.cosine_step.lower(params, *batch.arrays,
-                                             config=reranker.config).as_text()
-  products = re.findall(r"stablehlo\.dot_general[^\n]*:\s*\((tensor<[^>]*>), (tensor<[^>]*>)\)"
-                        r"\s*->\s*(tensor<[^>]*>)", stablehlo)
+  ids = np.zeros((4, 32), np.int32)
+  ids[:, :5] = 7
+  products = []
+  for side in ("query", "document"):  # each side's encoder, as the scorer runs it
+    stablehlo = dual_encoder.side_step.lower(params, ids, config=reranker.config,
+                                             side=side).as_text()
+    products += re.findall(r"stablehlo\.dot_general[^\n]*:\s*\((tensor<[^>]*>), "
+                           r"(tensor<[^>]*>)\)\s*->\s*(tensor<[^>]*>)", stablehlo)
   # each side (query, document) through the encoder: q, k, v, out, the MLP's two and the two
   # attention einsums per layer
   assert len(products) == 2 * t5.num_encoder_layers * 8
   for lhs, rhs, out in products:
     assert lhs.endswith("xbf16>") and rhs.endswith("xbf16>") and out.endswith("xf32>"), (
         lhs, rhs, out)
-  cos, p = dual_encoder.cosine_step(params, *batch.arrays, config=reranker.config)
+  examples = reranker.encode(QUERIES, ANSWERS)
+  (batch,) = reranker.batches(examples, batch_tokens=4096)
+  state = reranker.shard_state(params, examples, mesh=ranker.mesh)
+  cos, p = dual_encoder.cosine_step(state, *batch.arrays)
   assert cos.dtype == p.dtype == jnp.float32
 
 

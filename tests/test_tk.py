@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from t5rank.models import tk
+from t5rank.models.batching import pad_rows
 from t5rank.models.tk_reranker import TK
 from t5rank.models.words import UNK_ID, WordVocabulary, words
 
@@ -274,7 +275,7 @@ def test_query_terms_are_packed_in_rows_and_score_as_the_network(vocabulary):
   reranker = TK(config, vocabulary)
   assert tk_reranker.TERMS_PER_ROW == 64
   # row counts: the next of 2^k and 3 * 2^(k-1), a multiple of 8
-  assert [tk_reranker._pad_rows(n, 8) for n in (3, 20, 33, 49, 700)] == [8, 24, 48, 64, 768]
+  assert [pad_rows(n, 8) for n in (3, 20, 33, 49, 700)] == [8, 24, 48, 64, 768]
   [batch] = reranker.batches(reranker.encode(queries, passages), batch_tokens=24)
   doc_ids, row_doc, query, offset, pair, mask, pair_row, item_slot = batch.arrays
   # One group of 24 // 12 = 2 documents. TEXTS[0] is read by examples 0, 1, 3 (local pairs 0, 1,

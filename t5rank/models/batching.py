@@ -100,3 +100,28 @@ def _carried(lengths: list[int], counts: list[int], sizes: list[list[int]]) -> l
 def round_up(n: int, multiple: int) -> int:
   """The smallest multiple of `multiple` that is >= n (and >= `multiple`): a padded length."""
   return max(multiple, -(-n // multiple) * multiple)
+
+
+def pad_rows(n: int, multiple: int) -> int:
+  """The padded row count of n rows: the next of 2^k and 3·2^(k-1) (at least `multiple`; less than
+  1.5·n), rounded up to a multiple of `multiple`, so that a job compiles few shapes."""
+  rows = max(multiple, 1 << max(n - 1, 0).bit_length())
+  if rows >= 4 and 3 * rows // 4 >= n:
+    rows = 3 * rows // 4
+  return -(-rows // multiple) * multiple
+
+
+def distinct_rows(examples: Sequence[Sequence[np.ndarray]], side: int
+                  ) -> tuple[list[np.ndarray], np.ndarray]:
+  """The distinct id sequences of one side of the examples (0 queries, 1 documents, for models
+  whose examples are (query ids, document ids)) in order of first appearance, and each example's
+  index into them."""
+  index: dict[bytes, int] = {}
+  distinct, of = [], np.empty(len(examples), np.int32)
+  for i, example in enumerate(examples):
+    key = example[side].tobytes()
+    if key not in index:
+      index[key] = len(distinct)
+      distinct.append(example[side])
+    of[i] = index[key]
+  return distinct, of

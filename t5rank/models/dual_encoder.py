@@ -53,7 +53,7 @@ import numpy as np
 
 from t5rank.checkpoints.resolved import Checkpoint, resolve
 from t5rank.models import registry
-from t5rank.models.batching import bucket_batches, round_up
+from t5rank.models.batching import bucket_batches, distinct_rows, pad_rows
 from t5rank.models.config import JsonConfig, T5Config
 from t5rank.models.network import T5, param_axes as t5_axes
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
@@ -288,25 +288,33 @@ def side_vectors(params, config, ids: jax.Array, side: str) -> jax.Array:
   return encode(params, ids, side)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
-def cosine_step(params, query_ids: jax.Array, document_ids: jax.Array, *,
-                config) -> tuple[jax.Array, jax.Array]:
-  """(cos(f₁(q), f₂(d)), σ(α·cos + β)), each (B,), of each row's query (B, m) and candidate
-  (B, n) ids (`side_vectors`). The cosine is the score (what dense retrieval ranks by); σ(g) only
-  squashes the trained logit."""
-  q = side_vectors(params, config, query_ids, "query")
-  d = side_vectors(params, config, document_ids, "document")
-  cos = jnp.sum(q * d, axis=-1)
-  return cos, jax.nn.sigmoid(params["scale"] * cos + params["bias"])
+@functools.partial(jax.jit, static_argnames=("config", "side"))
+def side_step(params, ids: jax.Array, *, config, side: str) -> jax.Array:
+  """`side_vectors` of `ids` (B, L), compiled: how the scorer encodes a shard's distinct texts."""
+  return side_vectors(params, config, ids, side)
+
+
+@jax.jit
+def cosine_step(state, query_index: jax.Array, document_index: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
+  """(cos(f₁(q), f₂(d)), σ(α·cos + β)), each (B,), of each row's query and candidate: rows
+  `query_index` (B,) of state["queries"] and `document_index` (B,) of state["documents"], the unit
+  vectors of a shard's distinct texts (`DualEncoderReranker.shard_state`). The cosine is the score
+  (what dense retrieval ranks by); σ(g) only squashes the trained logit."""
+  cos = jnp.sum(state["queries"][query_index] * state["documents"][document_index], axis=-1)
+  return cos, jax.nn.sigmoid(state["params"]["scale"] * cos + state["params"]["bias"])
 
 
 class DualEncoderReranker(Reranker):
   """The dual encoder as a `Reranker`: each candidate's cosine with its query (section 3's score),
   so that `t5rank score` scores it and a cascade can use it as a stage. Examples are (query ids,
-  candidate ids) cut to the config's lengths; batches are length buckets of the candidates (32
-  words), queries padded to their longest length."""
+  candidate ids) cut to the config's lengths. The encoders read no other text, so each distinct
+  text of a shard is encoded once (`shard_state`; the scorer orders the pairs by candidate, and an
+  InsuranceQA answer is in about 15 pools), by length buckets of 64 ids; the batches are then
+  index pairs into those vectors."""
 
   name = "dual_encoder"
+  shard_order = "passage"
 
   def __init__(self, config: DualEncoderConfig, vocabulary):
 
@@ -325,15 +333,53 @@ class DualEncoderReranker(Reranker):
     return list(zip(self._ids(queries, c.max_query_length),
                     self._ids(passages, c.max_document_length)))
 
+  def shard_state(self, params, examples, *, mesh, batch_tokens: Optional[int] = None):
+    """{"params", "queries" (Q, E), "documents" (D, E)}: the unit vectors of the shard's distinct
+    queries and candidates (`distinct_rows` order; rows past them are zeros), each text encoded
+    once, in length buckets of 64 ids and batches of about `batch_tokens` padded tokens (default:
+    the mesh's), replicated over the mesh."""
+    from t5rank.partitioning import batch_sharding, replicated
+    from t5rank.ranking.devices import default_batch_tokens
+
+    c = self.config
+    batch_tokens = batch_tokens or default_batch_tokens(mesh, self.width)
+    state = {"params": params}
+    for key, column, side, length in (("queries", 0, "query", c.max_query_length),
+                                      ("documents", 1, "document", c.max_document_length)):
+      texts, _ = distinct_rows(examples, column)
+      vectors = np.zeros((pad_rows(len(texts), 8), self.dim), np.float32)  # few table shapes
+      for batch in bucket_batches(texts, batch_tokens=batch_tokens, max_length=length,
+                                  row_multiple=mesh.shape["data"], step=TEXT_BUCKET):
+        ids = jax.device_put(batch.arrays[0], batch_sharding(mesh))
+        vectors[batch.items] = np.asarray(
+            side_step(params, ids, config=c, side=side))[:len(batch.items)]
+      state[key] = jax.device_put(vectors, replicated(mesh))
+    return state
+
   def batches(self, examples, *, batch_tokens: int, row_multiple: int = 1,
               length_bucket: Optional[int] = None) -> list[Batch]:
-    return pair_batches(examples, batch_tokens=batch_tokens, row_multiple=row_multiple,
-                        query_length=self.config.max_query_length,
-                        document_length=self.config.max_document_length,
-                        step=length_bucket or WORD_BUCKET)
+    """Batches of (query index, document index) rows into `shard_state`'s vectors of the
+    examples' distinct texts, all of one shape: `batch_tokens` rows, or `pad_rows` of the
+    examples when fewer. `length_bucket` is not read (the encoding's buckets are 64 ids)."""
+    del length_bucket
+    index = np.stack([distinct_rows(examples, 0)[1], distinct_rows(examples, 1)[1]])
+    rows = min(max(row_multiple, batch_tokens // row_multiple * row_multiple),
+               pad_rows(len(examples), row_multiple))
+    batches = []
+    for first in range(0, len(examples), rows):
+      items = np.arange(first, min(first + rows, len(examples)))
+      arrays = np.zeros((2, rows), np.int32)
+      arrays[:, :len(items)] = index[:, items]
+      batches.append(Batch(items, (arrays[0], arrays[1])))
+    return batches
 
-  def score_batch(self, params, arrays):
-    return cosine_step(params, *arrays, config=self.config)
+  def score_batch(self, state, arrays):
+    return cosine_step(state, *arrays)
+
+  @property
+  def dim(self) -> int:
+    """The length of its vectors."""
+    return self.config.embedding_dim
 
   def param_axes(self):
     return model_axes(self.config)
@@ -362,6 +408,10 @@ class T5DualEncoderReranker(DualEncoderReranker):
 
   @property
   def width(self) -> int:
+    return self.config.t5.d_model
+
+  @property
+  def dim(self) -> int:
     return self.config.t5.d_model
 
   def _ids(self, texts, length: int) -> list[np.ndarray]:
@@ -394,25 +444,7 @@ def model_axes(config) -> Any:
   return param_axes(jax.eval_shape(functools.partial(init_params, config), jax.random.PRNGKey(0)))
 
 
-WORD_BUCKET = 32  # candidates are padded to a multiple of this many words (or ids)
-
-
-def pair_batches(examples, *, batch_tokens: int, row_multiple: int, query_length: int,
-                 document_length: int, step: int = WORD_BUCKET) -> list[Batch]:
-  """Batches of (query ids (B, m), candidate ids (B, n)) pairs: candidates by length buckets of
-  `step` (`t5rank.models.batching.bucket_batches`), each batch's queries padded to
-  `query_length` (rounded up to a multiple of 8), so a job compiles a few shapes."""
-  by_candidate = bucket_batches([d for _, d in examples], batch_tokens=batch_tokens,
-                                max_length=document_length, row_multiple=row_multiple, step=step)
-  width = round_up(query_length, 8)
-  batches = []
-  for batch in by_candidate:
-    queries = np.zeros((len(batch.arrays[0]), width), np.int32)
-    for row, item in enumerate(batch.items):
-      ids = examples[item][0]
-      queries[row, :len(ids)] = ids
-    batches.append(Batch(batch.items, (queries, batch.arrays[0])))
-  return batches
+TEXT_BUCKET = 64  # texts are encoded padded to a multiple of this many words (or ids)
 
 
 def load_dual_encoder(checkpoint: Checkpoint, **options):

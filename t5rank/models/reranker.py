@@ -95,11 +95,14 @@ class Reranker(abc.ABC):
     what it reads)."""
     raise NotImplementedError(f"{cls.__name__} cannot be evaluated during training")
 
-  def shard_state(self, params, examples: Sequence[Any], *, mesh) -> Any:
+  def shard_state(self, params, examples: Sequence[Any], *, mesh,
+                  batch_tokens: Optional[int] = None) -> Any:
     """What `score_batch` receives in place of `params` for the batches of `examples` (one shard):
     by default the parameters; a model that encodes queries on their own (TK) contextualizes the
-    shard's queries here, once."""
-    del examples, mesh
+    shard's queries here, once, and one that encodes both sides on their own (the dual encoder)
+    each distinct text, in batches of about `batch_tokens` padded tokens (None: the mesh's
+    default)."""
+    del examples, mesh, batch_tokens
     return params
 
 

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from t5rank.checkpoints.resolved import Checkpoint, resolve
+from t5rank.models.batching import distinct_rows, pad_rows
 from t5rank.models.network import matmul
 from t5rank.models.reranker import Batch, Reranker, encode_distinct
 from t5rank.models.tk import TKConfig, TKNetwork, init_tk_params, tk_param_axes
@@ -91,14 +92,6 @@ def _score_documents(state, doc_ids, row_doc, term_query, term_offset, term_pair
                           pair_row).reshape(-1)[item_slot]
   return score, jax.nn.sigmoid(score)
 
-
-def _pad_rows(n: int, multiple: int) -> int:
-  """The padded row count of n rows: the next of 2^k and 3·2^(k-1) (at least `multiple`; less than
-  1.5·n), rounded up to a multiple of `multiple`, so that a job compiles few shapes."""
-  rows = max(multiple, 1 << max(n - 1, 0).bit_length())
-  if rows >= 4 and 3 * rows // 4 >= n:
-    rows = 3 * rows // 4
-  return -(-rows // multiple) * multiple
 
 class _Group:
   """One device's share of a batch, filled document by document (see the module docstring)."""
@@ -174,26 +167,13 @@ class TK(Reranker):
                 len(examples), len(set(queries)) + len(set(passages)), 100.0 * oov / max(total, 1))
     return examples
 
-  def _distinct(self, examples, side: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """The distinct id sequences of one side (0 queries, 1 documents) in order of first
-    appearance, and each example's index into them."""
-    index: dict[bytes, int] = {}
-    distinct, of = [], np.empty(len(examples), np.int32)
-    for i, example in enumerate(examples):
-      key = example[side].tobytes()
-      if key not in index:
-        index[key] = len(distinct)
-        distinct.append(example[side])
-      of[i] = index[key]
-    return distinct, of
-
   def _real_terms(self, queries: list[np.ndarray]) -> np.ndarray:
     """Each query's number of real (in-vocabulary) words: its terms, in order of position."""
     return np.array([int(np.count_nonzero(q > UNK_ID)) for q in queries], np.int64)
 
-  def shard_state(self, params, examples, *, mesh):
+  def shard_state(self, params, examples, *, mesh, batch_tokens=None):
     """{"params", "terms" (members, T, E), "query_start" (Q,)}: the unit vectors of every real term
-    of the shard's distinct queries (in `_distinct` order), query q's from row query_start[q] of
+    of the shard's distinct queries (in `distinct_rows` order), query q's from row query_start[q] of
     `terms` on. The table is kept from one shard to the next while `params` is the same object (one
     scoring run), so a query read by several shards is contextualized once; it is rebuilt from the
     shard's own queries when new ones would overflow it (its capacity is twice what a shard needs,
@@ -202,7 +182,7 @@ class TK(Reranker):
     from t5rank.partitioning import replicated
 
     c = self.config
-    queries, _ = self._distinct(examples, 0)
+    queries, _ = distinct_rows(examples, 0)
     counts = self._real_terms(queries)
     keys = [q.tobytes() for q in queries]
     old = self._table if self._table is not None and self._table["params"] is params else None
@@ -220,7 +200,7 @@ class TK(Reranker):
           start[key], used = used, used + int(counts[i])
     for first in range(0, len(fresh), 1024):  # all at the longest length: one compilation
       chunk = fresh[first:first + 1024]
-      ids = np.zeros((_pad_rows(len(chunk), 8), c.max_query_length), np.int32)
+      ids = np.zeros((pad_rows(len(chunk), 8), c.max_query_length), np.int32)
       for row, q in enumerate(chunk):
         ids[row, :len(queries[q])] = queries[q]
       real_rows, real_positions = np.nonzero(ids > UNK_ID)  # row-major: each query's terms in order
@@ -231,7 +211,7 @@ class TK(Reranker):
         start[keys[q]], used = used, used + int(counts[q])
     for key in keys:  # queries with no real term
       start.setdefault(key, 0)
-    query_start = np.zeros(_pad_rows(len(keys), 8), np.int32)
+    query_start = np.zeros(pad_rows(len(keys), 8), np.int32)
     query_start[:len(keys)] = [start[key] for key in keys]
     self._table = {"params": params, "terms": terms, "start": start, "used": used}
     return {"params": params, "terms": jax.device_put(terms, replicated(mesh)),
@@ -248,8 +228,8 @@ class TK(Reranker):
     a bucket the same shape; a document whose pairs do not fit continues in the next group (and is
     contextualized there again)."""
     c, groups = self.config, row_multiple
-    queries, query_of = self._distinct(examples, 0)
-    docs, doc_of = self._distinct(examples, 1)
+    queries, query_of = distinct_rows(examples, 0)
+    docs, doc_of = distinct_rows(examples, 1)
     counts = self._real_terms(queries)
     width = np.maximum(counts, 1)[query_of]  # positions each pair takes
     order = np.argsort(doc_of, kind="stable")
@@ -264,7 +244,7 @@ class TK(Reranker):
       rows_of = np.array([-(-int(width[order[bounds[d]:bounds[d + 1]]].sum()) // TERMS_PER_ROW)
                           for d in bucket])
       max_docs = max(1, batch_tokens // int(length) // groups)
-      max_rows = _pad_rows(max(min_rows, int(np.ceil(rows_of.mean() * max_docs))), 8)
+      max_rows = pad_rows(max(min_rows, int(np.ceil(rows_of.mean() * max_docs))), 8)
       full: list[_Group] = [_Group()]  # the bucket's groups not yet in a batch; the last open
 
       def close() -> None:  # the open group is done; G done groups make a batch
