@@ -317,19 +317,22 @@ def check_finite_run(run: Mapping[str, Sequence[tuple[str, float]]], name: str =
 def _run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iterator[str]:
   """TREC run lines `qid Q0 docid rank score tag` (with newline), in the given order, ranks from 1;
   scores are written with `repr`, so reading them back gives the same floats."""
-  if not tag or any(c.isspace() for c in tag):
+  if not tag or tag.split() != [tag]:
     raise ValueError(f"run tag must be a non-empty word without whitespace, got {tag!r}")
+  checked: set[str] = set()  # a document is in many queries' lists: each id is checked once
   for qid, candidates in run.items():
     check_run_id(qid, "query")
     for rank, (docid, score) in enumerate(candidates, start=1):
-      check_run_id(docid, "document")
+      if docid not in checked:
+        check_run_id(docid, "document")
+        checked.add(docid)
       yield f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n"
 
 
 def check_run_id(identifier: str, what: str, source: str = "") -> None:
   """Raises ValueError when `identifier` cannot stand in a TREC run (empty, or with whitespace, which
   separates its columns: the run could not be read back)."""
-  if not identifier or any(c.isspace() for c in identifier):
+  if identifier.split() != [identifier]:  # empty, or whitespace (str.isspace's) somewhere
     raise ValueError(f"{source + ': ' if source else ''}{what} id {identifier!r} cannot be written "
                      "into a TREC run (ids must be non-empty and free of whitespace)")
 

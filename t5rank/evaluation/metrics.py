@@ -64,7 +64,10 @@ def trec_eval_order(candidates: Sequence[tuple[str, float]]) -> list[tuple[str, 
   compared as trec_eval keeps them, C floats (float32): scores that round to the same float32 tie
   (beyond float32's range, to infinity)."""
   with np.errstate(over="ignore"):
-    return sorted(candidates, key=lambda c: (float(np.float32(c[1])), c[0]), reverse=True)
+    keys = np.asarray([c[1] for c in candidates], np.float64).astype(np.float32).tolist()
+  # decorated with -position: equal (score, id) keep their order, as a stable sort would
+  order = sorted(zip(keys, [c[0] for c in candidates], range(0, -len(keys), -1)), reverse=True)
+  return [candidates[-i] for _, _, i in order]
 
 
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
@@ -85,9 +88,10 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Run,
                                         else f"{_IR_MEASURES_NAME[base]}@{cutoff}")
     groups.setdefault(cutoff if base == "MRR" else None, {})[measure] = name
   judged = {qid: dict(qrels[qid]) for qid in qids}
+  ordered = {qid: trec_eval_order(candidates) for qid, candidates in run.items()
+             if qid in position and candidates}
   for depth, measures in groups.items():
-    ranked = {qid: dict(trec_eval_order(candidates)[:depth]) for qid, candidates in run.items()
-              if qid in position and candidates}
+    ranked = {qid: dict(candidates[:depth]) for qid, candidates in ordered.items()}
     for metric in ir_measures.pytrec_eval.iter_calc(list(measures), judged, ranked):
       values[measures[metric.measure]][position[metric.query_id]] = metric.value
   return values

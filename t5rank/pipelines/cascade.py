@@ -74,10 +74,12 @@ class Row:
 
 @dataclasses.dataclass
 class CascadeRecord(Record):
-  """What a cascade's stages share: its `rows` so far, and the weights of each fusion row
-  (`fusion`, by its name: results.json's "fusion")."""
+  """What a cascade's stages share: its `rows` so far, the weights of each fusion row (`fusion`,
+  by its name: results.json's "fusion") and each stage's z-scores (`zscores`, by its row's name:
+  `zscore_table`, for the fusions after it)."""
   rows: list[Row] = dataclasses.field(default_factory=list)
   fusion: dict[str, dict] = dataclasses.field(default_factory=dict)
+  zscores: dict[str, dict] = dataclasses.field(default_factory=dict)
 
 
 def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document],
@@ -87,11 +89,15 @@ def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document]
   import hashlib
 
   h = hashlib.sha256()
+  entries: dict[str, bytes] = {}  # a document is in many queries' candidates: encoded once
   for qid, docs in candidates.items():
     h.update(json.dumps([qid, queries.get(qid)]).encode())
     for docid, _ in docs:
-      h.update(json.dumps([docid, document_text(corpus[docid]) if docid in corpus
-                           else None]).encode())
+      entry = entries.get(docid)
+      if entry is None:
+        entry = entries[docid] = json.dumps(
+            [docid, document_text(corpus[docid]) if docid in corpus else None]).encode()
+      h.update(entry)
   return h.hexdigest()
 
 
@@ -188,7 +194,11 @@ def fuse_stage(record: CascadeRecord, index: int, name: str, depth: Optional[int
   top, rest = split_at_depth(rows[-2].run, depth)  # what this stage reranked, the rest
   scored_sets = [split_at_depth(r.run, member["depth"])[0]
                  for r, member in zip(own_rows, members)]
-  runs = [scored_zscores(scored, top) for scored in scored_sets]
+  for r, scored in zip(own_rows, scored_sets):  # each stage's z-scores, once per cascade
+    if r.name not in record.zscores:
+      record.zscores[r.name] = zscore_table(scored)
+  runs = [scored_zscores(scored, top, record.zscores[r.name])
+          for r, scored in zip(own_rows, scored_sets)]
   if source.weights is not None:
     given = source.weights.get(row)
     if not given or list(given.get("runs", ())) != own:
@@ -223,20 +233,33 @@ def fuse_stage(record: CascadeRecord, index: int, name: str, depth: Optional[int
   return (f"{row}: " + ", ".join(f"{w:g} {n}" for w, n in zip(weights, own)) + f" ({how})")
 
 
-def scored_zscores(scored: Run, top: Run) -> Run:
-  """A run's z-scores over the candidates its stage scored (`scored`: its top depth), of
-  the candidates of `top` (a later stage's top K, within them). Each run keeps the normalization
-  it had in the fusions before, so a weighting that gives the new stage weight 0 is the fused
-  ranking it reranked (normalized over the top K alone, no weighting would be)."""
+def zscore_table(scored: Run) -> dict[str, dict[str, float]]:
+  """qid -> docid -> the z-score of a run's candidates over the candidates its stage scored
+  (`scored`: its top depth), normalized in document id order, as `t5rank fuse` normalizes."""
+  table = {}
+  for qid, docs in scored.items():
+    ranked = sorted(docs)  # by document id
+    table[qid] = dict(zip([d for d, _ in ranked],
+                          fusion.normalize([s for _, s in ranked]).tolist()))
+  return table
+
+
+def scored_zscores(scored: Run, top: Run,
+                   table: Optional[Mapping[str, Mapping[str, float]]] = None) -> Run:
+  """A run's z-scores over the candidates its stage scored (`scored`: its top depth;
+  `zscore_table(scored)` when given as `table`), of the candidates of `top` (a later stage's top
+  K, within them). Each run keeps the normalization it had in the fusions before, so a weighting
+  that gives the new stage weight 0 is the fused ranking it reranked (normalized over the top K
+  alone, no weighting would be)."""
+  table = zscore_table({qid: scored[qid] for qid in top}) if table is None else table
   runs = {}
   for qid, docs in top.items():
-    ranked = sorted(scored[qid])  # by document id, the order `t5rank fuse` normalizes in
-    z = dict(zip([d for d, _ in ranked], fusion.normalize([s for _, s in ranked])))
+    z = table[qid]
     if any(d not in z for d, _ in docs):
       raise ValueError(f"query {qid!r}: a candidate of the fused top {len(docs)} was not scored "
                        f"by a stage before it; give each stage a depth within every earlier "
                        "one's")
-    runs[qid] = [(d, float(z[d])) for d, _ in docs]
+    runs[qid] = [(d, z[d]) for d, _ in docs]
   return runs
 
 

@@ -9,6 +9,7 @@ its sentence windows (`t5rank.ranking.passages`) and lists one `Pair` per window
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import Mapping, NamedTuple, Sequence
 
 from t5rank.data.readers import Document, Run
@@ -66,11 +67,12 @@ def candidate_passages(candidates: Run, corpus: Mapping[str, Document], *, windo
   """The pairs to score, in candidate order, and each candidate document's passages (split once)."""
   passages: dict[str, list[str]] = {}
   pairs = []
+  make = tuple.__new__  # Pair(qid, docid, w) without its keyword-parsing constructor
   for qid, docs in candidates.items():
     for docid, _ in docs:
       if docid not in passages:
         passages[docid] = document_passages(corpus[docid], window, stride, language)
-      pairs.extend(Pair(qid, docid, w) for w in range(len(passages[docid])))
+      pairs.extend(make(Pair, (qid, docid, w)) for w in range(len(passages[docid])))
   return pairs, passages
 
 def first_stage_scores(candidates: Run) -> dict[tuple[str, str], float]:
@@ -93,7 +95,7 @@ def split_at_depth(candidates: Run, depth: int | None) -> tuple[Run, Run]:
   ties in the run's order (all of them and nothing when `depth` is None)."""
   top, rest = {}, {}
   for qid, docs in candidates.items():
-    ranked = sorted(docs, key=lambda item: -item[1])  # stable: ties keep the run's order
+    ranked = sorted(docs, key=itemgetter(1), reverse=True)  # stable: ties keep the run's order
     top[qid] = ranked[:depth] if depth is not None else ranked
     rest[qid] = ranked[depth:] if depth is not None else []
   return top, rest

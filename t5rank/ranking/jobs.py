@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+from operator import itemgetter
 from typing import Any, ClassVar, Iterable, Mapping, Optional, Sequence
 
 from t5rank.data.readers import Document, Run
@@ -97,7 +98,7 @@ class PassageJob(ScoringJob):
     pairs, passages = candidate_passages(top, corpus, window=options.window,
                                          stride=options.stride, language=options.language)
     if reranker.shard_order == "passage":  # each passage's pairs in one shard (TK encodes it once)
-      pairs = sorted(pairs, key=lambda p: (p.docid, p.part, p.qid))
+      pairs = sorted(pairs, key=itemgetter(1, 2, 0))  # (docid, part, qid)
     return cls(reranker, queries, top, options, pairs, passages, first_stage)
 
   @staticmethod

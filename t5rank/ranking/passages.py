@@ -93,7 +93,10 @@ def rank_documents(rows: Iterable[tuple], aggregation: str
   for qid, docs in windows.items():
     scored = []
     for docid, by_window in docs.items():
-      score, best = aggregate([by_window[w] for w in sorted(by_window)], aggregation)
+      if len(by_window) == 1 and aggregation in AGGREGATIONS:  # one passage: its score, any way
+        score, best = float(next(iter(by_window.values()))), 0
+      else:
+        score, best = aggregate([by_window[w] for w in sorted(by_window)], aggregation)
       scored.append((docid, score))
       winners[qid, docid] = best
     run[qid] = sorted(scored, key=lambda item: (-item[1], item[0]))

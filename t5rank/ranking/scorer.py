@@ -125,7 +125,7 @@ def score_batches(reranker: Reranker, state, batches: Iterable[Batch], num_items
       on_batch(n)
 
   for batch in batches:
-    arrays = tuple(jax.device_put(a, sharding) for a in batch.arrays)
+    arrays = tuple(jax.device_put(batch.arrays, sharding))  # one call for all of them
     pending.append((batch, reranker.score_batch(state, arrays)))
     if len(pending) > in_flight:
       land()
@@ -284,15 +284,17 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
 
   total = sum(len(shard_pairs[k]) for k in mine)
   done = total - sum(len(shard_pairs[k]) for k in todo)
+  scored: dict[int, list] = {}  # the rows of the shards scored here, not read back
   with jax.default_matmul_precision(options.precision), tqdm(
       total=total, initial=done, unit="pair", desc="scoring", disable=not progress,
       smoothing=0.05, mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log: every 30 s
     for k, examples, batches in prefetch(map(prepare, todo)):
-      state = reranker.shard_state(device_params, examples, mesh=mesh)
+      state = reranker.shard_state(device_params, examples, mesh=mesh, batch_tokens=batch_tokens)
       scores, p = score_batches(reranker, state, batches, len(shard_pairs[k]), mesh=mesh,
                                 on_batch=bar.update)
       check_finite_scores(scores, shard_pairs[k])
       shards.write_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k], scores, p)
+      scored[k] = list(zip(shard_pairs[k], scores.tolist(), p.tolist()))  # what read_shard gives
 
   if hosts > 1:
     from jax.experimental import multihost_utils
@@ -305,8 +307,8 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
     raise shards.ShardError(f"{len(missing)} of {num_shards} shards are missing from {directory} "
                             f"(first: {missing[0]}); with --distributed every host must write into "
                             "the same directory (a shared file system)")
-  rows = [row for k in range(num_shards)
-          for row in shards.read_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k])]
+  rows = [row for k in range(num_shards) for row in scored.get(k) or shards.read_shard(
+      shards.shard_path(directory, k, num_shards), shard_pairs[k])]
   run = job.run(rows)
   if per_passage_output:
     from t5rank.files import atomic_write
@@ -332,5 +334,5 @@ def score_pairs(reranker: Reranker, params, queries: Sequence[str], passages: Se
   batch_tokens = batch_tokens or default_batch_tokens(mesh, reranker.width)
   batches = reranker.batches(examples, batch_tokens=batch_tokens, row_multiple=mesh.shape["data"])
   with jax.default_matmul_precision(precision):
-    return score_batches(reranker, reranker.shard_state(device_params, examples, mesh=mesh),
-                         batches, len(examples), mesh=mesh)
+    state = reranker.shard_state(device_params, examples, mesh=mesh, batch_tokens=batch_tokens)
+    return score_batches(reranker, state, batches, len(examples), mesh=mesh)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from typing import Iterable, Mapping, Sequence
 
@@ -57,21 +58,26 @@ def read_shard(path: str, pairs: Sequence[Pair]) -> list[tuple[Pair, float, floa
       last[len(CHECKSUM_PREFIX):] != hashlib.sha256(body.encode()).hexdigest()):
     raise ShardError(f"{path}: its checksum line is missing or does not match its rows (emptied, "
                      f"cut or edited); {_START_OVER}")
+  lines = body.splitlines()
   rows = []
+  wrong = None  # the first line whose pair is not the shard's
   try:
-    for line in body.splitlines():
+    for i, line in enumerate(lines):
       qid, docid, window, lp, pp = line.split("\t")
-      rows.append((Pair(qid, docid, int(window)), float(lp), float(pp)))
+      row = (qid, docid, int(window))
+      pair = pairs[i] if i < len(pairs) else None
+      if wrong is None and pair is not None and row != pair:
+        wrong = i, row
+      rows.append((pair, float(lp), float(pp)))  # the shard's own Pair: the same values
   except ValueError as e:
     raise ShardError(f"{path}:{len(rows) + 1}: not a shard line ({e}); {_START_OVER}") from None
   if len(rows) != len(pairs):
     raise ShardError(f"{path} holds {len(rows)} rows, not the {len(pairs)} pairs of this shard "
                      f"(emptied or cut); {_START_OVER}")
-  wrong = next((i for i, (row, pair) in enumerate(zip(rows, pairs)) if row[0] != pair), None)
   if wrong is not None:
-    raise ShardError(f"{path}:{wrong + 1}: {tuple(rows[wrong][0])} where this shard has "
-                     f"{tuple(pairs[wrong])}; {_START_OVER}")
-  if not all(np.isfinite(row[1]) for row in rows):
+    raise ShardError(f"{path}:{wrong[0] + 1}: {wrong[1]} where this shard has "
+                     f"{tuple(pairs[wrong[0]])}; {_START_OVER}")
+  if not all(math.isfinite(row[1]) for row in rows):
     raise ShardError(f"{path} holds non-finite scores; {_START_OVER}")
   return rows
 
