@@ -196,7 +196,8 @@ class Ranker:
                                     length_bucket=self.options.length_bucket)
     with self._jax.default_matmul_precision(self.options.precision):
       state = self.reranker.shard_state(self.params, examples, mesh=self.mesh,
-                                        batch_tokens=self.batch_tokens)
+                                        batch_tokens=self.batch_tokens,
+                                        length_bucket=self.options.length_bucket)
       scores, p = score_batches(self.reranker, state, batches, len(examples), mesh=self.mesh)
     if not np.all(np.isfinite(scores)):
       raise FloatingPointError(f"{self.checkpoint} gave a NaN or infinite score")

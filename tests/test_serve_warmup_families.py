@@ -98,3 +98,27 @@ def test_the_families_nothing_ships_warm_up_within_60_s_and_4_gb(tmp_path):
       seconds, shapes = line.split()
       assert float(seconds) < 60 and int(shapes) > 0, (family, seconds, shapes)
   assert int(lines["peak"]) < 4 << 20  # kB
+
+
+def test_after_warm_up_a_dual_encoder_request_compiles_nothing(tmp_path, caplog):
+  """The dual encoder computes in `shard_state` (each side's distinct texts, then the cosines):
+  warm-up probes those programs too, so a request of texts of every length it takes (and fewer
+  texts than the probe's most) compiles nothing."""
+  import logging
+
+  import t5rank
+  from t5rank.serving.warmup import warm_up
+
+  ranker = t5rank.load(tiny_t5_dual_encoder(str(tmp_path / "de")))
+  report = warm_up(ranker, 64)
+  kinds = {shape[0] for shape in report["shapes"]}
+  assert kinds == {"query", "document", "cosines"}, report["shapes"]
+  texts = [" ".join(["policy"] * n) for n in (1, 3, 9, 17, 30, 64, 200)]
+  jax.config.update("jax_log_compiles", True)
+  try:
+    with caplog.at_level(logging.DEBUG):
+      ranker.rank("what does a term life insurance policy cover", texts)
+    compiled = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+  finally:
+    jax.config.update("jax_log_compiles", False)
+  assert compiled == [], compiled[:3]

@@ -332,7 +332,7 @@ def _run_lines(run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> Iter
 def check_run_id(identifier: str, what: str, source: str = "") -> None:
   """Raises ValueError when `identifier` cannot stand in a TREC run (empty, or with whitespace, which
   separates its columns: the run could not be read back)."""
-  if identifier.split() != [identifier]:  # empty, or whitespace (str.isspace's) somewhere
+  if not isinstance(identifier, str) or identifier.split() != [identifier]:  # empty, whitespace
     raise ValueError(f"{source + ': ' if source else ''}{what} id {identifier!r} cannot be written "
                      "into a TREC run (ids must be non-empty and free of whitespace)")
 

@@ -333,26 +333,37 @@ class DualEncoderReranker(Reranker):
     return list(zip(self._ids(queries, c.max_query_length),
                     self._ids(passages, c.max_document_length)))
 
-  def shard_state(self, params, examples, *, mesh, batch_tokens: Optional[int] = None):
+  def _sides(self):
+    """(state key, example column, side, max length) of the queries and the candidates."""
+    c = self.config
+    return (("queries", 0, "query", c.max_query_length),
+            ("documents", 1, "document", c.max_document_length))
+
+  def _encodings(self, texts, length: int, *, batch_tokens: int, row_multiple: int,
+                 length_bucket: Optional[int]) -> list[Batch]:
+    """The batches that encode the distinct id sequences `texts` of one side."""
+    return bucket_batches(texts, batch_tokens=batch_tokens, max_length=length,
+                          row_multiple=row_multiple, step=length_bucket or TEXT_BUCKET)
+
+  def shard_state(self, params, examples, *, mesh, batch_tokens: Optional[int] = None,
+                  length_bucket: Optional[int] = None):
     """{"params", "queries" (Q, E), "documents" (D, E)}: the unit vectors of the shard's distinct
     queries and candidates (`distinct_rows` order; rows past them are zeros), each text encoded
-    once, in length buckets of 64 ids and batches of about `batch_tokens` padded tokens (default:
-    the mesh's), replicated over the mesh."""
+    once, lengths padded to multiples of `length_bucket` (default 64 ids) and batches of about
+    `batch_tokens` padded tokens (default: the mesh's), replicated over the mesh."""
     from t5rank.partitioning import batch_sharding, replicated
     from t5rank.ranking.devices import default_batch_tokens
 
-    c = self.config
     batch_tokens = batch_tokens or default_batch_tokens(mesh, self.width)
     state = {"params": params}
-    for key, column, side, length in (("queries", 0, "query", c.max_query_length),
-                                      ("documents", 1, "document", c.max_document_length)):
+    for key, column, side, length in self._sides():
       texts, _ = distinct_rows(examples, column)
       vectors = np.zeros((pad_rows(len(texts), 8), self.dim), np.float32)  # few table shapes
-      for batch in bucket_batches(texts, batch_tokens=batch_tokens, max_length=length,
-                                  row_multiple=mesh.shape["data"], step=TEXT_BUCKET):
+      for batch in self._encodings(texts, length, batch_tokens=batch_tokens,
+                                   row_multiple=mesh.shape["data"], length_bucket=length_bucket):
         ids = jax.device_put(batch.arrays[0], batch_sharding(mesh))
         vectors[batch.items] = np.asarray(
-            side_step(params, ids, config=c, side=side))[:len(batch.items)]
+            side_step(params, ids, config=self.config, side=side))[:len(batch.items)]
       state[key] = jax.device_put(vectors, replicated(mesh))
     return state
 
@@ -360,7 +371,7 @@ class DualEncoderReranker(Reranker):
               length_bucket: Optional[int] = None) -> list[Batch]:
     """Batches of (query index, document index) rows into `shard_state`'s vectors of the
     examples' distinct texts, all of one shape: `batch_tokens` rows, or `pad_rows` of the
-    examples when fewer. `length_bucket` is not read (the encoding's buckets are 64 ids)."""
+    examples when fewer (`length_bucket` is the encoding's, in `shard_state`)."""
     del length_bucket
     index = np.stack([distinct_rows(examples, 0)[1], distinct_rows(examples, 1)[1]])
     rows = min(max(row_multiple, batch_tokens // row_multiple * row_multiple),
@@ -372,6 +383,21 @@ class DualEncoderReranker(Reranker):
       arrays[:, :len(items)] = index[:, items]
       batches.append(Batch(items, (arrays[0], arrays[1])))
     return batches
+
+  def program_shapes(self, examples, *, batch_tokens: int, row_multiple: int = 1,
+                     length_bucket: Optional[int] = None) -> tuple:
+    """Each side's encoding (side, (rows, length)) and the cosines' ("cosines", (Q, E), (D, E),
+    (rows,)): the programs `shard_state` and `batches` run."""
+    shapes, tables = set(), []
+    for _, column, side, length in self._sides():
+      texts, _ = distinct_rows(examples, column)
+      shapes |= {(side, batch.arrays[0].shape) for batch in self._encodings(
+          texts, length, batch_tokens=batch_tokens, row_multiple=row_multiple,
+          length_bucket=length_bucket)}
+      tables.append((pad_rows(len(texts), 8), self.dim))
+    shapes |= {("cosines", *tables, batch.arrays[0].shape) for batch in self.batches(
+        examples, batch_tokens=batch_tokens, row_multiple=row_multiple)}
+    return tuple(sorted(shapes))
 
   def score_batch(self, state, arrays):
     return cosine_step(state, *arrays)
@@ -386,7 +412,8 @@ class DualEncoderReranker(Reranker):
 
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.config.to_json()),
-            "vocab": self.vocabulary.sha256}
+            "vocab": self.vocabulary.sha256,
+            "text_bucket": TEXT_BUCKET}  # padding moves the cosines by float rounding
 
   def describe(self) -> str:
     c = self.config
@@ -422,7 +449,7 @@ class T5DualEncoderReranker(DualEncoderReranker):
 
   def fingerprint(self) -> dict:
     return {"model": self.name, "config": json.loads(self.config.to_json()),
-            "vocab": self.vocab.sha256}
+            "vocab": self.vocab.sha256, "text_bucket": TEXT_BUCKET}
 
   def describe(self) -> str:
     mixed = ", bfloat16 products" if self.config.t5.dtype == "bfloat16" else ""

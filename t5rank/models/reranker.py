@@ -96,14 +96,23 @@ class Reranker(abc.ABC):
     raise NotImplementedError(f"{cls.__name__} cannot be evaluated during training")
 
   def shard_state(self, params, examples: Sequence[Any], *, mesh,
-                  batch_tokens: Optional[int] = None) -> Any:
+                  batch_tokens: Optional[int] = None, length_bucket: Optional[int] = None) -> Any:
     """What `score_batch` receives in place of `params` for the batches of `examples` (one shard):
     by default the parameters; a model that encodes queries on their own (TK) contextualizes the
     shard's queries here, once, and one that encodes both sides on their own (the dual encoder)
     each distinct text, in batches of about `batch_tokens` padded tokens (None: the mesh's
-    default)."""
-    del examples, mesh, batch_tokens
+    default) and lengths padded to multiples of `length_bucket` (None: the model's own)."""
+    del examples, mesh, batch_tokens, length_bucket
     return params
+
+  def program_shapes(self, examples: Sequence[Any], *, batch_tokens: int, row_multiple: int = 1,
+                     length_bucket: Optional[int] = None) -> tuple:
+    """The shapes of the programs that scoring `examples` compiles, sorted (what `t5rank serve`'s
+    warm-up probes): by default each batch's array shapes; a model that computes in
+    `shard_state` adds those programs'."""
+    return tuple(sorted({tuple(a.shape for a in batch.arrays) for batch in self.batches(
+        examples, batch_tokens=batch_tokens, row_multiple=row_multiple,
+        length_bucket=length_bucket)}))
 
 
 def cast_params(params, dtype: Optional[str]):

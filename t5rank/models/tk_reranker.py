@@ -171,7 +171,7 @@ class TK(Reranker):
     """Each query's number of real (in-vocabulary) words: its terms, in order of position."""
     return np.array([int(np.count_nonzero(q > UNK_ID)) for q in queries], np.int64)
 
-  def shard_state(self, params, examples, *, mesh, batch_tokens=None):
+  def shard_state(self, params, examples, *, mesh, batch_tokens=None, length_bucket=None):
     """{"params", "terms" (members, T, E), "query_start" (Q,)}: the unit vectors of every real term
     of the shard's distinct queries (in `distinct_rows` order), query q's from row query_start[q] of
     `terms` on. The table is kept from one shard to the next while `params` is the same object (one
@@ -224,7 +224,7 @@ class TK(Reranker):
     offset, term pair (G, Rg, P) and term mask, pair_row (G, Ng), item_slot (G·Ng,)), G =
     `row_multiple` groups. Documents go by length buckets of 32 words; a group of a bucket holds
     Dg = batch_tokens // n // G documents and Rg rows (the bucket's mean rows per document times
-    Dg, rounded up by `_pad_rows` so that the shards of a job share few shapes), every batch of
+    Dg, rounded up by `pad_rows` so that the shards of a job share few shapes), every batch of
     a bucket the same shape; a document whose pairs do not fit continues in the next group (and is
     contextualized there again)."""
     c, groups = self.config, row_multiple

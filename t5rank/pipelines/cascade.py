@@ -90,15 +90,21 @@ def texts_fingerprint(queries: Mapping[str, str], corpus: Mapping[str, Document]
 
   h = hashlib.sha256()
   entries: dict[str, bytes] = {}  # a document is in many queries' candidates: encoded once
+  room = TEXTS_MEMO_BYTES
   for qid, docs in candidates.items():
     h.update(json.dumps([qid, queries.get(qid)]).encode())
     for docid, _ in docs:
       entry = entries.get(docid)
       if entry is None:
-        entry = entries[docid] = json.dumps(
-            [docid, document_text(corpus[docid]) if docid in corpus else None]).encode()
+        entry = json.dumps([docid, document_text(corpus[docid]) if docid in corpus
+                            else None]).encode()
+        if len(entry) <= room:
+          entries[docid], room = entry, room - len(entry)
       h.update(entry)
   return h.hexdigest()
+
+
+TEXTS_MEMO_BYTES = 1 << 28  # texts_fingerprint keeps at most this much of encoded documents
 
 
 def rerank_stage(index: int, stage: CheckedStage, *, queries: Mapping[str, str],

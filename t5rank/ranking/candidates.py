@@ -9,7 +9,6 @@ its sentence windows (`t5rank.ranking.passages`) and lists one `Pair` per window
 from __future__ import annotations
 
 import logging
-from operator import itemgetter
 from typing import Mapping, NamedTuple, Sequence
 
 from t5rank.data.readers import Document, Run
@@ -95,7 +94,7 @@ def split_at_depth(candidates: Run, depth: int | None) -> tuple[Run, Run]:
   ties in the run's order (all of them and nothing when `depth` is None)."""
   top, rest = {}, {}
   for qid, docs in candidates.items():
-    ranked = sorted(docs, key=itemgetter(1), reverse=True)  # stable: ties keep the run's order
+    ranked = sorted(docs, key=lambda item: -item[1])  # stable: ties keep the run's order
     top[qid] = ranked[:depth] if depth is not None else ranked
     rest[qid] = ranked[depth:] if depth is not None else []
   return top, rest

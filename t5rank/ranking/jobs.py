@@ -116,7 +116,8 @@ class PassageJob(ScoringJob):
     return [self.queries[p.qid] for p in chunk], texts, scores
 
   def rank(self, rows):
-    return rank_documents(rows, self.options.passages)[0]
+    run = rank_documents(rows, self.options.passages)[0]
+    return {qid: run[qid] for qid in self.top if qid in run}  # in the candidates' query order
 
   def passage_lines(self, rows):
     _, winners = rank_documents(rows, self.options.passages)

@@ -110,8 +110,8 @@ OPTIONS = (
            type=positive_int),
     Option("length_bucket", "pad lengths to multiples of N: fewer shapes to compile (worth it on a "
            "GPU or TPU, where each compilation takes seconds), more padding (default: the "
-           "model's own, 64 tokens for monoT5, 32 words for TK)", type=positive_int,
-           metavar="N"),
+           "model's own, 64 tokens for monoT5, 32 words for TK, 64 ids for the dual "
+           "encoders)", type=positive_int, metavar="N"),
     Option("window", "sentences per window of a long text, whose score is then its windows' "
            "(--passages), 0 for whole texts cut at --max-length",
            type=non_negative_int, default={"corpus": DOCUMENT_WINDOW, "service": 0}),

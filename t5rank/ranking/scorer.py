@@ -289,12 +289,14 @@ def score_candidates(reranker: Reranker, params, *, queries: Mapping[str, str],
       total=total, initial=done, unit="pair", desc="scoring", disable=not progress,
       smoothing=0.05, mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:  # a log: every 30 s
     for k, examples, batches in prefetch(map(prepare, todo)):
-      state = reranker.shard_state(device_params, examples, mesh=mesh, batch_tokens=batch_tokens)
+      state = reranker.shard_state(device_params, examples, mesh=mesh, batch_tokens=batch_tokens,
+                                   length_bucket=options.length_bucket)
       scores, p = score_batches(reranker, state, batches, len(shard_pairs[k]), mesh=mesh,
                                 on_batch=bar.update)
       check_finite_scores(scores, shard_pairs[k])
       shards.write_shard(shards.shard_path(directory, k, num_shards), shard_pairs[k], scores, p)
-      scored[k] = list(zip(shard_pairs[k], scores.tolist(), p.tolist()))  # what read_shard gives
+      if host == 0:  # the rows it ranks: as read_shard would read them back
+        scored[k] = list(zip(shard_pairs[k], scores.tolist(), p.tolist()))
 
   if hosts > 1:
     from jax.experimental import multihost_utils

@@ -3,19 +3,22 @@ says it is ready, so that no request waits on a compile.
 
 The shapes are those a request can bring: a scoring step holds at most `max_examples` examples
 (the larger of --max-texts and --max-batch-pairs: one request, or requests merged), and only
-batches of up to that many copies are probed. They are those of the model's own batching (`Reranker.batches`): for monoT5, duoT5 and the
-classifier, length buckets of 64 tokens up to max_length, and in each bucket a full batch of
-batch_tokens // length rows and 1/2, 1/4, 1/8 of it (`t5rank.models.batching`); the dual encoders
-likewise by the candidate's length. They are found by probing the batching itself with synthetic
-texts, not by restating its rules: texts of 1 to PROBE_WORDS words find every length bucket
-(bisecting where the padded length changes), and 1 to a full batch of distinct texts of that
-length every row count of that bucket. Each shape found is then scored once, through `Ranker.score_examples`, the
-path requests take. With the persistent compilation cache (`t5rank.compilation`) a second start
+batches of up to that many copies are probed. They are those of the model's own batching
+(`Reranker.program_shapes`): for monoT5, duoT5 and the classifier, length buckets of 64 tokens up
+to max_length, and in each bucket a full batch of batch_tokens // length rows and 1/2, 1/4, 1/8 of
+it (`t5rank.models.batching`); the dual encoders the same for the encoding of each side's
+distinct texts, and their cosines by the count of distinct texts and of pairs. They are found by
+probing the batching itself with synthetic texts, not by restating its rules: texts of 1 to
+PROBE_WORDS words find every length bucket (bisecting where the padded length changes), and 1 to a
+full batch of distinct texts of that length every row count of that bucket. Each shape found is
+then scored once, through `Ranker.score_examples`, the path requests take. With the persistent compilation cache (`t5rank.compilation`) a second start
 reads the programs back instead of compiling them.
 
 TK batches distinct documents with their queries' terms, so its shapes also depend on how many
 pairs share a document: the probe's distinct texts cover a request's distinct candidates, not
-every count of repeated ones (a request of repeated texts may compile).
+every count of repeated ones (a request of repeated texts may compile). The probe's inputs share
+one query: a step that merges requests of more than 8 distinct queries may compile a dual
+encoder's larger query table.
 """
 
 from __future__ import annotations
@@ -85,7 +88,9 @@ def warm_up_inputs(ranker, max_examples: int = MAX_EXAMPLES) -> list[tuple[list,
                             length_bucket=ranker.options.length_bucket)
 
   def shapes(examples) -> tuple:
-    return tuple(sorted({tuple(a.shape for a in b.arrays) for b in batches(examples)}))
+    return reranker.program_shapes(examples, batch_tokens=ranker.batch_tokens,
+                                   row_multiple=ranker.mesh.shape["data"],
+                                   length_bucket=ranker.options.length_bucket)
 
   found, seen = [], set()
   for words in transitions(lambda w: shapes([example(w)]), 1, PROBE_WORDS):
@@ -108,7 +113,21 @@ def warm_up(ranker, max_examples: int = MAX_EXAMPLES) -> dict:
   inputs = warm_up_inputs(ranker, max_examples)
   for examples, shapes in inputs:
     ranker.score_examples(examples)
-    logger.info("compiled %s", " ".join("x".join(map(str, shape)) for shape in shapes))
+    logger.info("compiled %s", " ".join(map(_described, shapes)))
   shapes = sorted({s for _, found in inputs for s in found})
-  return {"shapes": [[list(a) for a in s] for s in shapes], "seconds":
+  return {"shapes": [_listed(s) for s in shapes], "seconds":
           round(time.perf_counter() - started, 1)}
+
+
+def _listed(shape):
+  """A program's shapes (`Reranker.program_shapes`: tuples of ints and names) as JSON lists."""
+  return [_listed(part) for part in shape] if isinstance(shape, tuple) else shape
+
+
+def _described(shape) -> str:
+  """One program's shapes for the log: `64x128 32x128`, the dual encoder's `document:16x64`."""
+  if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
+    return "x".join(map(str, shape))
+  if isinstance(shape, tuple) and shape and isinstance(shape[0], str):
+    return shape[0] + ":" + ",".join(_described(part) for part in shape[1:])
+  return " ".join(map(_described, shape))
